@@ -1,0 +1,60 @@
+# Two commands for everything: `make run` (prepare + execute every lesson) and `make test`.
+# Both create .venv if missing, install the package, and make Fashion-MNIST available.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.course-installed
+
+.PHONY: setup data prepare run test lab lint doctor notebooks clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+# Fashion-MNIST: already found (course data dir or Debian package)? Else, as root on
+# Debian/Ubuntu, install the Debian package. Otherwise `prepare` tries torchvision's downloader
+# and, failing that, names the three ways to fix it.
+data: $(STAMP)
+	@if ! $(PY) -c "import course_lib.data as d; d.find_fashion_mnist(download=False)" 2>/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "Fashion-MNIST not found: installing the Debian package dataset-fashion-mnist"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null \
+	      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null; } \
+	      || echo "apt-get could not install dataset-fashion-mnist; prepare will try torchvision's downloader"; \
+	  fi; \
+	fi
+
+setup: $(STAMP) data
+
+prepare: setup
+	$(PY) -m course_lib prepare
+
+run: setup
+	$(PY) -m course_lib run
+
+test: setup
+	$(PY) -m course_lib prepare --no-progress
+	$(PY) -m pytest
+
+lab: prepare
+	$(VENV)/bin/jupyter lab notebooks/
+
+doctor: setup
+	$(PY) -m course_lib doctor
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+# The lessons are authored as jupytext percent files in notebooks/src/; this writes the .ipynb
+# files (without outputs). tests/test_notebooks.py checks that the two are in step.
+notebooks: $(STAMP)
+	@for f in notebooks/src/*.py; do \
+	  $(VENV)/bin/jupytext --quiet --to ipynb --output notebooks/$$(basename $${f%.py}).ipynb $$f; \
+	done
+
+clean:
+	rm -rf build .pytest_cache .ruff_cache

@@ -1,0 +1,191 @@
+"""Command line: `python -m course_lib prepare | doctor | run`.
+
+prepare  data, demo models and their ONNX files (idempotent: reuses what is cached and valid)
+doctor   library versions, CPU features for INT8, data source, cached models, what to do next
+run      prepare, then execute every lesson notebook into build/ and print a summary
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL_ORDER = ("moons_mlp", "fashion_resnet18")
+
+
+def _fmt_seconds(s: float) -> str:
+    return f"{s:.1f} s" if s < 90 else f"{s / 60:.1f} min"
+
+
+def prepare(progress: bool = True) -> dict:
+    """Make data, trained models and ONNX files available; say what was done and how long it took."""
+    from . import data, models
+
+    report: dict = {"steps": []}
+    t_all = time.perf_counter()
+
+    t0 = time.perf_counter()
+    ds = data.load_fashion_mnist()
+    msg = (
+        f"Fashion-MNIST: {len(ds.train_images):,} training + {len(ds.test_images):,} test images from the "
+        f"{ds.source.kind} ({ds.source.directory}), checksums verified [{_fmt_seconds(time.perf_counter() - t0)}]"
+    )
+    print(msg, flush=True)
+    report["data_source"] = ds.source.kind
+
+    for name in MODEL_ORDER:
+        t0 = time.perf_counter()
+        status = models.cache_status(name)
+        trained = models.load_model(name, progress=progress)
+        path = models.ensure_onnx(name)
+        trained = models.load_model(name, train=False)  # re-read: ensure_onnx recorded the export
+        action = "cached" if status == "ok" else f"trained ({status})"
+        line = (
+            f"{name}: {action}; test accuracy {trained.test_accuracy:.2%}; training took "
+            f"{_fmt_seconds(trained.meta['train_seconds'])}; ONNX {path.name} "
+            f"{path.stat().st_size / 1e6:.2f} MB, parity max |diff| {trained.meta['onnx']['parity_max_abs_diff']:.1e}"
+            f" [{_fmt_seconds(time.perf_counter() - t0)}]"
+        )
+        print(line, flush=True)
+        report["steps"].append({"model": name, "action": action, "test_accuracy": trained.test_accuracy})
+    total = time.perf_counter() - t_all
+    print(f"prepare finished in {_fmt_seconds(total)}; data directory: {data.data_dir()}", flush=True)
+    report["seconds"] = total
+    return report
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "MISSING"
+
+
+DOCTOR_PACKAGES = (
+    "torch", "torchvision", "onnx", "onnxruntime", "onnxscript", "numpy", "scikit-learn", "matplotlib",
+    "ipywidgets", "jupyterlab", "tqdm", "py-cpuinfo",
+)  # fmt: skip
+
+
+def doctor() -> int:
+    """Print the environment report; return 0 if everything the course needs is there, else 1."""
+    import platform
+
+    from . import data, hardware, models
+
+    problems: list[str] = []
+    print("Environment")
+    print(f"  Python {platform.python_version()} on {platform.system()} {platform.machine()}")
+    for dist in DOCTOR_PACKAGES:
+        v = _version(dist)
+        print(f"  {dist:<14} {v}")
+        if v == "MISSING":
+            problems.append(f"install {dist}: pip install -e . (or make run)")
+
+    cpu = hardware.cpu_report()
+    print(f"\nCPU: {cpu['cpu']} ({cpu['logical_cores']} logical cores, {cpu['machine']})")
+    for feature, present in cpu["features"].items():
+        print(f"  {'yes' if present else 'no ':<4} {feature:<16} {hardware.INT8_FEATURES[feature][1]}")
+    vnni = hardware.has_vnni()
+    print(
+        "  -> INT8 dot-product instructions present: expect the larger INT8 speed-ups."
+        if vnni
+        else "  -> No INT8 dot-product instruction (VNNI): INT8 gains here are smaller, and U8S8 kernels can saturate."
+    )
+    print(f"  ONNX Runtime providers: {', '.join(hardware.onnxruntime_providers())}")
+
+    print("\nData")
+    print(f"  data directory: {data.data_dir()}")
+    try:
+        src = data.find_fashion_mnist(download=False)
+        print(f"  Fashion-MNIST: found in the {src.kind} ({src.directory})")
+    except data.DataNotFoundError as exc:
+        print("  Fashion-MNIST: NOT FOUND")
+        print("    " + str(exc).replace("\n", "\n    "))
+        problems.append("make Fashion-MNIST available (see above)")
+
+    print("\nModels")
+    for name in MODEL_ORDER:
+        status = models.cache_status(name)
+        if status == "ok":
+            meta = models.load_model(name, train=False).meta
+            onnx_ok = models.onnx_path(name).exists() and "onnx" in meta
+            print(
+                f"  {name}: cached, test accuracy {meta['test_accuracy']:.2%}, trained in "
+                f"{_fmt_seconds(meta['train_seconds'])}; ONNX {'exported' if onnx_ok else 'NOT exported'}"
+            )
+            if not onnx_ok:
+                problems.append(f"export {name} to ONNX: python -m course_lib prepare")
+        else:
+            print(f"  {name}: {status}")
+            problems.append(f"train {name}: python -m course_lib prepare")
+
+    print("\nNext")
+    if problems:
+        for p in dict.fromkeys(problems):
+            print(f"  - {p}")
+        print("Environment incomplete.")
+        return 1
+    print(
+        "  Everything is in place. Open the course with `make lab` and start with notebooks/00_start_here.ipynb."
+    )
+    print("Environment complete.")
+    return 0
+
+
+def run(notebooks: Path, build: Path, timeout: int) -> int:
+    """prepare, then execute every lesson notebook into build/notebooks and print a summary."""
+    from .runner import execute_notebook, lesson_notebooks
+
+    prep = prepare()
+    results = []
+    paths = lesson_notebooks(notebooks)
+    if not paths:
+        print(f"No lesson notebooks found in {notebooks}.")
+        return 1
+    for nb in paths:
+        print(f"Executing {nb.name} …", flush=True)
+        r = execute_notebook(nb, build / "notebooks", timeout=timeout, cwd=nb.parent)
+        results.append(r)
+        print(
+            f"  {'ok    ' if r.ok else 'FAILED'} {nb.name} in {_fmt_seconds(r.seconds)}"
+            + (f": {r.error}" if r.error else "")
+        )
+    print("\nSummary")
+    print(f"  prepare: {_fmt_seconds(prep['seconds'])}")
+    for r in results:
+        print(
+            f"  {r.notebook.name:<40} {'ok' if r.ok else 'FAILED':<7} {_fmt_seconds(r.seconds):>9}  -> {r.output}"
+        )
+    failed = [r for r in results if not r.ok]
+    print(
+        f"{len(results) - len(failed)} of {len(results)} notebooks ran top to bottom; executed copies in {build / 'notebooks'}"
+    )
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course_lib", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare", help="data, demo models and ONNX files (idempotent)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    sub.add_parser("doctor", help="report what the course needs and what is missing")
+    r = sub.add_parser("run", help="prepare, then execute every notebook into build/")
+    r.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
+    r.add_argument("--build", type=Path, default=ROOT / "build")
+    r.add_argument("--timeout", type=int, default=900, help="seconds per notebook")
+    args = parser.parse_args(argv)
+    if args.command == "prepare":
+        prepare(progress=not args.no_progress)
+        return 0
+    if args.command == "doctor":
+        return doctor()
+    return run(args.notebooks, args.build, args.timeout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""What this machine offers INT8 inference: CPU features and ONNX Runtime's providers.
+
+INT8 speed depends on instructions: AVX2 alone multiplies u8 x s8 through 16-bit
+intermediate sums (which can saturate); AVX-512 VNNI / AVX-VNNI, ARM's dot product and i8mm,
+and Intel AMX add dedicated INT8 dot-product instructions that ONNX Runtime's kernels use.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+# Feature name as the course says it -> the CPU flag that reveals it (Linux /proc/cpuinfo and
+# py-cpuinfo use the same names).
+INT8_FEATURES: dict[str, tuple[str, str]] = {
+    "AVX2": ("avx2", "256-bit integer SIMD; INT8 via VPMADDUBSW with 16-bit intermediate sums"),
+    "AVX-512": ("avx512f", "512-bit SIMD"),
+    "AVX-512 VNNI": ("avx512_vnni", "one-instruction u8 x s8 dot products into int32 (512-bit)"),
+    "AVX-VNNI": ("avx_vnni", "the VNNI dot product on 256-bit registers"),
+    "AMX (INT8)": ("amx_int8", "tile matrix multiply units for INT8"),
+    "ARM dot product": ("asimddp", "SDOT/UDOT: 4-way INT8 dot products into int32"),
+    "ARM i8mm": ("i8mm", "INT8 matrix multiply-accumulate (SMMLA/UMMLA)"),
+}
+
+
+def _cpu_flags() -> tuple[str, set[str]]:
+    """The CPU's model name and its feature flags, via py-cpuinfo or /proc/cpuinfo."""
+    try:
+        import cpuinfo  # py-cpuinfo
+
+        info = cpuinfo.get_cpu_info()
+        return info.get("brand_raw", platform.processor() or "unknown"), set(info.get("flags", []))
+    except Exception:
+        pass
+    name, flags = platform.processor() or "unknown", set()
+    cpuinfo_path = Path("/proc/cpuinfo")
+    if cpuinfo_path.exists():
+        for line in cpuinfo_path.read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip().lower()
+            if key == "model name":
+                name = value.strip()
+            elif key in ("flags", "features"):
+                flags |= set(value.split())
+    return name, flags
+
+
+def cpu_report() -> dict:
+    """CPU model, core count and which INT8-relevant features are present."""
+    name, flags = _cpu_flags()
+    return {
+        "cpu": name,
+        "machine": platform.machine(),
+        "logical_cores": os.cpu_count(),
+        "features": {feature: flag in flags for feature, (flag, _) in INT8_FEATURES.items()},
+    }
+
+
+def has_vnni() -> bool:
+    """True if the CPU has an INT8 dot-product instruction (VNNI, AVX-VNNI, ARM dot product)."""
+    f = cpu_report()["features"]
+    return f["AVX-512 VNNI"] or f["AVX-VNNI"] or f["ARM dot product"]
+
+
+def onnxruntime_providers() -> list[str]:
+    """The execution providers this onnxruntime build offers."""
+    import onnxruntime as ort
+
+    return list(ort.get_available_providers())

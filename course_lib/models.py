@@ -1,0 +1,591 @@
+"""The course's demo models: build, train (with a progress bar), cache, export to ONNX.
+
+Two models, both trained here on the CPU with a seeded recipe:
+- `moons_mlp`: a tiny MLP on two moons, trains in seconds.
+- `fashion_resnet18`: torchvision's ResNet18 with a 1-channel stem, trained from scratch on
+  Fashion-MNIST.
+
+Each trained model is cached under `<data dir>/models/<name>/` as weights plus a metadata file
+(recipe, data checksums, library versions, accuracy, training time, weight hash). The cache is
+written atomically and verified on every read: a corrupt or stale entry is rebuilt, with a
+message, never used silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from . import data as _data
+
+CACHE_FORMAT = 1
+ONNX_OPSET = 17
+
+
+# --------------------------------------------------------------------------------------------
+# Recipes
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that decides what a training run produces. Changing it invalidates the cache."""
+
+    epochs: int
+    batch_size: int
+    lr: float
+    weight_decay: float
+    seed: int = 0
+    momentum: float = 0.9
+    label_smoothing: float = 0.0
+    pct_start: float = 0.25
+    augment: tuple[str, ...] = ()
+    optimizer: str = "sgd-nesterov"
+    schedule: str = "onecycle"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["augment"] = list(self.augment)
+        return d
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+MOONS_RECIPE = Recipe(
+    epochs=200, batch_size=100, lr=0.01, weight_decay=0.0, optimizer="adam", schedule="constant"
+)
+RESNET_RECIPE = Recipe(
+    epochs=5,
+    batch_size=256,
+    lr=0.2,
+    weight_decay=5e-4,
+    label_smoothing=0.1,
+    pct_start=0.25,
+    augment=("hflip", "shift2"),
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Architectures
+# --------------------------------------------------------------------------------------------
+class MoonsMLP(nn.Module):
+    """2 -> 64 -> 64 -> 2 with ReLU: the seed notebook's small two-moons classifier."""
+
+    def __init__(self, hidden: int = 64):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(2, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 2)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def build_resnet18(num_classes: int = 10) -> nn.Module:
+    """torchvision's ResNet18, standard stem, with a 1-channel conv1 for grayscale input."""
+    from torchvision.models import resnet18
+
+    model = resnet18(weights=None, num_classes=num_classes)
+    model.conv1 = nn.Conv2d(1, 64, kernel_size=7, stride=2, padding=3, bias=False)
+    return model
+
+
+# --------------------------------------------------------------------------------------------
+# Training
+# --------------------------------------------------------------------------------------------
+def _seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+
+
+def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 1000) -> float:
+    model.eval()
+    correct = 0
+    with torch.inference_mode():
+        for i in range(0, len(x), batch):
+            correct += int((model(x[i : i + batch]).argmax(1) == y[i : i + batch]).sum())
+    return correct / len(x)
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="batch", disable=not enabled, leave=True, dynamic_ncols=True)
+
+
+def train_moons_mlp(recipe: Recipe = MOONS_RECIPE, progress: bool = False) -> tuple[nn.Module, dict]:
+    """Train the two-moons MLP; returns the model and what to record (accuracy, time)."""
+    _seed_everything(recipe.seed)
+    moons = _data.load_moons()
+    x, y = torch.from_numpy(moons.x_train), torch.from_numpy(moons.y_train)
+    model = MoonsMLP()
+    opt = torch.optim.Adam(model.parameters(), lr=recipe.lr)
+    gen = torch.Generator().manual_seed(recipe.seed)
+    start = time.perf_counter()
+    steps = recipe.epochs * math.ceil(len(x) / recipe.batch_size)
+    with _progress(steps, "two-moons MLP", progress) as bar:
+        for _ in range(recipe.epochs):
+            model.train()
+            for batch in torch.randperm(len(x), generator=gen).split(recipe.batch_size):
+                loss = nn.functional.cross_entropy(model(x[batch]), y[batch])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                bar.update()
+    seconds = time.perf_counter() - start
+    acc = _accuracy(model, torch.from_numpy(moons.x_test), torch.from_numpy(moons.y_test))
+    return model.eval(), {"test_accuracy": acc, "train_seconds": seconds}
+
+
+def _augment(x: torch.Tensor, recipe: Recipe, gen: torch.Generator) -> torch.Tensor:
+    """Cheap tensor augmentations: horizontal flip per image, a random shift per batch."""
+    if "hflip" in recipe.augment:
+        flip = torch.rand(len(x), generator=gen) < 0.5
+        x = torch.where(flip[:, None, None, None], x.flip(3), x)
+    if "shift2" in recipe.augment:
+        dy, dx = torch.randint(-2, 3, (2,), generator=gen).tolist()
+        x = torch.roll(x, shifts=(dy, dx), dims=(2, 3))  # the 2-pixel zero border makes this a shift
+    return x
+
+
+def train_resnet18(recipe: Recipe = RESNET_RECIPE, progress: bool = True) -> tuple[nn.Module, dict]:
+    """Train the Fashion-MNIST ResNet18 from scratch on the CPU; returns the model and its record.
+
+    SGD with Nesterov momentum under a one-cycle schedule, label smoothing, and flips and
+    shifts done on whole tensors (no per-image Python work), channels_last memory layout.
+    """
+    _seed_everything(recipe.seed)
+    prep = _data.default_preprocessing()
+    train_x, train_y = _data.load_split("train")
+    test_x, test_y = _data.load_split("test")
+    x = torch.from_numpy(prep(train_x)).contiguous(memory_format=torch.channels_last)
+    y = torch.from_numpy(train_y)
+
+    model = build_resnet18().to(memory_format=torch.channels_last)
+    decay = [p for p in model.parameters() if p.ndim > 1]
+    no_decay = [p for p in model.parameters() if p.ndim <= 1]  # biases and BatchNorm: no decay
+    opt = torch.optim.SGD(
+        [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=recipe.lr,
+        momentum=recipe.momentum,
+        nesterov=True,
+    )
+    steps_per_epoch = math.ceil(len(x) / recipe.batch_size)
+    sched = torch.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=recipe.lr, total_steps=recipe.epochs * steps_per_epoch, pct_start=recipe.pct_start
+    )
+    gen = torch.Generator().manual_seed(recipe.seed)
+    start = time.perf_counter()
+    with _progress(recipe.epochs * steps_per_epoch, "ResNet18 on Fashion-MNIST", progress) as bar:
+        for epoch in range(recipe.epochs):
+            model.train()
+            for batch in torch.randperm(len(x), generator=gen).split(recipe.batch_size):
+                xb = _augment(x[batch], recipe, gen)
+                loss = nn.functional.cross_entropy(
+                    model(xb), y[batch], label_smoothing=recipe.label_smoothing
+                )
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                sched.step()
+                bar.update()
+                bar.set_postfix(
+                    epoch=f"{epoch + 1}/{recipe.epochs}", loss=f"{loss.item():.3f}", refresh=False
+                )
+    seconds = time.perf_counter() - start
+    model = model.to(memory_format=torch.contiguous_format).eval()
+    acc = _accuracy(model, torch.from_numpy(prep(test_x)), torch.from_numpy(test_y))
+    return model, {"test_accuracy": acc, "train_seconds": seconds, "preprocessing": prep.to_dict()}
+
+
+# --------------------------------------------------------------------------------------------
+# The registry of demo models
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    build: Callable[[], nn.Module]
+    train: Callable[..., tuple[nn.Module, dict]]
+    recipe: Recipe
+    input_name: str
+    output_name: str
+    class_names: tuple[str, ...]
+    example_shape: tuple[int, ...]  # one input sample, batch dimension excluded
+    description: str
+    data_fingerprint: Callable[[], str] = field(default=lambda: "")
+
+
+def _moons_fingerprint() -> str:
+    return hashlib.sha256(f"make_moons:noise={_data.MOONS_NOISE}:seed=0:n=1000".encode()).hexdigest()
+
+
+MODELS: dict[str, ModelSpec] = {
+    "moons_mlp": ModelSpec(
+        name="moons_mlp",
+        build=MoonsMLP,
+        train=train_moons_mlp,
+        recipe=MOONS_RECIPE,
+        input_name="input",
+        output_name="logits",
+        class_names=("upper moon", "lower moon"),
+        example_shape=(2,),
+        description="two-moons MLP (2-64-64-2)",
+        data_fingerprint=_moons_fingerprint,
+    ),
+    "fashion_resnet18": ModelSpec(
+        name="fashion_resnet18",
+        build=build_resnet18,
+        train=train_resnet18,
+        recipe=RESNET_RECIPE,
+        input_name="input",
+        output_name="logits",
+        class_names=_data.CLASS_NAMES,
+        example_shape=(1, 32, 32),
+        description="torchvision ResNet18, 1-channel stem, Fashion-MNIST",
+        data_fingerprint=_data.data_fingerprint,
+    ),
+}
+
+
+def _spec(name: str) -> ModelSpec:
+    if name not in MODELS:
+        raise KeyError(f"Unknown model {name!r}; the course's models are: {', '.join(MODELS)}.")
+    return MODELS[name]
+
+
+# --------------------------------------------------------------------------------------------
+# The cache: atomic writes, verified reads
+# --------------------------------------------------------------------------------------------
+def cache_dir(name: str) -> Path:
+    """Where a model's weights, metadata and ONNX file live."""
+    return _data.data_dir() / "models" / _spec(name).name
+
+
+def onnx_path(name: str) -> Path:
+    """The exported fp32 ONNX file of a demo model."""
+    return cache_dir(name) / f"{name}.onnx"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """Write via a temporary file in the same directory, fsync, then rename over `path`.
+
+    A reader sees either the old complete file or the new complete file, never half of one.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        write(tmp_path)
+        with open(tmp_path, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp_path, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp_path.unlink()
+
+
+def library_versions() -> dict[str, str]:
+    import onnx
+    import onnxruntime
+    import torchvision
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "numpy": np.__version__,
+        "onnx": onnx.__version__,
+        "onnxruntime": onnxruntime.__version__,
+    }
+
+
+@dataclass
+class TrainedModel:
+    """A demo model loaded from the cache, with its metadata."""
+
+    name: str
+    module: nn.Module
+    meta: dict
+
+    @property
+    def test_accuracy(self) -> float:
+        return float(self.meta["test_accuracy"])
+
+    @property
+    def preprocessing(self) -> _data.Preprocessing | None:
+        p = self.meta.get("preprocessing")
+        return _data.Preprocessing.from_dict(p) if p else None
+
+    @property
+    def onnx_path(self) -> Path:
+        return onnx_path(self.name)
+
+
+class CacheProblem(Exception):
+    """Why a cache entry cannot be used (missing, corrupt or stale)."""
+
+
+def _meta_path(name: str) -> Path:
+    return cache_dir(name) / "meta.json"
+
+
+def _weights_path(name: str) -> Path:
+    return cache_dir(name) / "weights.pt"
+
+
+def _read_meta(name: str) -> dict:
+    path = _meta_path(name)
+    if not path.exists():
+        raise CacheProblem("not trained yet")
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CacheProblem(f"metadata unreadable ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise CacheProblem("metadata is not a JSON object")
+    return meta
+
+
+def _load_verified(name: str) -> TrainedModel:
+    """Load a cache entry, raising CacheProblem with the reason if it is missing, corrupt or stale."""
+    spec = _spec(name)
+    meta = _read_meta(name)
+    if meta.get("format") != CACHE_FORMAT:
+        raise CacheProblem(f"cache format {meta.get('format')!r}, expected {CACHE_FORMAT}")
+    if meta.get("recipe") != spec.recipe.to_dict():
+        raise CacheProblem("stale: trained with a different recipe")
+    if meta.get("data_fingerprint") != spec.data_fingerprint():
+        raise CacheProblem("stale: trained on different data or splits")
+    weights = _weights_path(name)
+    if not weights.exists():
+        raise CacheProblem("weights file missing")
+    if sha256_file(weights) != meta.get("weights_sha256"):
+        raise CacheProblem("corrupt: weights file does not match its recorded SHA-256")
+    try:
+        state = torch.load(weights, map_location="cpu", weights_only=True)
+        module = spec.build()
+        module.load_state_dict(state, strict=True)
+    except Exception as exc:
+        raise CacheProblem(f"corrupt: weights do not load ({type(exc).__name__}: {exc})") from exc
+    return TrainedModel(name, module.eval(), meta)
+
+
+def cache_status(name: str) -> str:
+    """'ok' or the reason the cache entry would be rebuilt (for `doctor`)."""
+    try:
+        _load_verified(name)
+    except CacheProblem as exc:
+        return str(exc)
+    return "ok"
+
+
+def train_and_cache(name: str, progress: bool = True) -> TrainedModel:
+    """Train a demo model with its recipe and write weights and metadata atomically."""
+    spec = _spec(name)
+    threads = torch.get_num_threads()
+    module, record = spec.train(spec.recipe, progress=progress)
+    weights = _weights_path(name)
+    atomic_write(weights, lambda p: torch.save(module.state_dict(), p))
+    meta = {
+        "format": CACHE_FORMAT,
+        "name": name,
+        "description": spec.description,
+        "recipe": spec.recipe.to_dict(),
+        "data_fingerprint": spec.data_fingerprint(),
+        "data_checksums": {k: v[1] for k, v in _data.FASHION_FILES.items()}
+        if name == "fashion_resnet18"
+        else {},
+        "class_names": list(spec.class_names),
+        "versions": library_versions(),
+        "torch_threads": threads,
+        "trained_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "weights_sha256": sha256_file(weights),
+        "parameters": sum(p.numel() for p in module.parameters()),
+        **record,
+    }
+    # The metadata names the weights' hash, so it is written second: a crash in between leaves
+    # an entry whose hash does not match, which the next read rebuilds.
+    atomic_write(_meta_path(name), lambda p: p.write_text(json.dumps(meta, indent=2)))
+    onnx_file = onnx_path(name)
+    with contextlib.suppress(FileNotFoundError):
+        onnx_file.unlink()  # an older export belongs to older weights
+    return TrainedModel(name, module, meta)
+
+
+def load_model(
+    name: str, train: bool = True, progress: bool = True, log: Callable[[str], None] = print
+) -> TrainedModel:
+    """Load a demo model from the verified cache; train it first if missing, corrupt or stale.
+
+    With train=False a problem raises instead, naming the command that fixes it.
+    """
+    try:
+        return _load_verified(name)
+    except CacheProblem as exc:
+        problem = str(exc)
+    if not train:
+        raise FileNotFoundError(
+            f"The cached model {name!r} cannot be used: {problem}. "
+            "Run `python -m course_lib prepare` (or `make run`) to train it."
+        )
+    if problem != "not trained yet":
+        log(f"Cached {name} will be rebuilt: {problem}.")
+    log(f"Training {name} ({_spec(name).description}) …")
+    return train_and_cache(name, progress=progress)
+
+
+# --------------------------------------------------------------------------------------------
+# Export to ONNX
+# --------------------------------------------------------------------------------------------
+def onnx_metadata(path: str | Path) -> dict[str, str]:
+    """The metadata_props of an ONNX file as a dict (preprocessing, class names, …)."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    return {p.key: p.value for p in model.metadata_props}
+
+
+def _metadata_props(trained: TrainedModel) -> dict[str, str]:
+    spec = _spec(trained.name)
+    props = {
+        "course.model": trained.name,
+        "course.description": spec.description,
+        "class_names": json.dumps(list(spec.class_names)),
+        "input_name": spec.input_name,
+        "input_shape": json.dumps(["batch", *spec.example_shape]),
+        "weights_sha256": trained.meta["weights_sha256"],
+        "test_accuracy": f"{trained.test_accuracy:.4f}",
+    }
+    prep = trained.preprocessing
+    if prep is not None:
+        props.update(
+            {
+                "preprocessing": json.dumps(
+                    {
+                        **prep.to_dict(),
+                        "input": "uint8 28x28 grayscale, zero-padded to size x size",
+                        "formula": "(pixel / 255 - mean) / std",
+                    }
+                ),
+                "input_size": str(prep.size),
+                "normalization_mean": repr(prep.mean),
+                "normalization_std": repr(prep.std),
+            }
+        )
+    else:
+        props["preprocessing"] = json.dumps(
+            {"input": "raw (x, y) coordinates as float32", "formula": "identity"}
+        )
+    return props
+
+
+def _example_input(name: str, n: int = 2) -> torch.Tensor:
+    spec = _spec(name)
+    return torch.zeros((n, *spec.example_shape), dtype=torch.float32)
+
+
+def export_onnx(trained: TrainedModel, path: Path | None = None, dynamo: bool = False) -> Path:
+    """Export with `torch.onnx.export`: named input/output, dynamic batch, one self-contained file.
+
+    The file carries the preprocessing and class names in metadata_props and is checked with
+    `onnx.checker` before it replaces any earlier export.
+    """
+    import onnx
+
+    spec = _spec(trained.name)
+    path = Path(path or onnx_path(trained.name))
+
+    def write(tmp: Path) -> None:
+        kwargs: dict = {
+            "input_names": [spec.input_name],
+            "output_names": [spec.output_name],
+            "opset_version": ONNX_OPSET,
+        }
+        if dynamo:
+            kwargs.update(dynamo=True, external_data=False, dynamic_shapes=({0: torch.export.Dim("batch")},))
+        else:
+            kwargs.update(
+                dynamo=False,
+                dynamic_axes={spec.input_name: {0: "batch"}, spec.output_name: {0: "batch"}},
+            )
+        with torch.no_grad():
+            torch.onnx.export(trained.module.eval(), (_example_input(trained.name),), str(tmp), **kwargs)
+        model = onnx.load(str(tmp))
+        onnx.helper.set_model_props(model, _metadata_props(trained))
+        model.producer_name = "onnx-quant-course"
+        onnx.checker.check_model(model, full_check=True)
+        onnx.save(model, str(tmp))
+
+    atomic_write(path, write)
+    return path
+
+
+def onnx_parity(trained: TrainedModel, path: Path, inputs: np.ndarray) -> float:
+    """Max absolute difference between PyTorch and ONNX Runtime logits on the given inputs."""
+    import onnxruntime as ort
+
+    spec = _spec(trained.name)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    ort_out = session.run([spec.output_name], {spec.input_name: inputs.astype(np.float32)})[0]
+    with torch.inference_mode():
+        torch_out = trained.module.eval()(torch.from_numpy(inputs.astype(np.float32))).numpy()
+    return float(np.abs(ort_out - torch_out).max())
+
+
+def parity_inputs(name: str, n: int = 256) -> np.ndarray:
+    """Real test inputs for a parity check: preprocessed test images, or two-moons test points."""
+    if name == "fashion_resnet18":
+        images, _ = _data.load_split("test")
+        return _data.preprocess(images[:n])
+    return _data.load_moons().x_test[:n]
+
+
+PARITY_ATOL = 1e-4
+
+
+def ensure_onnx(name: str, train: bool = True, log: Callable[[str], None] = print) -> Path:
+    """The model's verified ONNX file, exported (and parity-checked) if missing or out of date."""
+    trained = load_model(name, train=train, log=log)
+    path = onnx_path(name)
+    recorded = trained.meta.get("onnx", {})
+    if path.exists() and recorded.get("sha256") == sha256_file(path):
+        return path
+    if path.exists():
+        log(f"{path.name} does not match the cached weights' export record; exporting again.")
+    export_onnx(trained, path)
+    diff = onnx_parity(trained, path, parity_inputs(name))
+    if diff > PARITY_ATOL:
+        raise RuntimeError(
+            f"ONNX export of {name} disagrees with PyTorch: max |diff| = {diff:.2e} > {PARITY_ATOL:.0e}."
+        )
+    trained.meta["onnx"] = {
+        "file": path.name,
+        "sha256": sha256_file(path),
+        "bytes": path.stat().st_size,
+        "opset": ONNX_OPSET,
+        "parity_max_abs_diff": diff,
+        "parity_samples": len(parity_inputs(name)),
+    }
+    atomic_write(_meta_path(name), lambda p: p.write_text(json.dumps(trained.meta, indent=2)))
+    return path

@@ -1,0 +1,76 @@
+"""Execute the lesson notebooks headless, each in a fresh kernel, into build/.
+
+Used by `python -m course_lib run` (and so by `make run`) and by the notebook tests.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# Per-notebook wall-clock budget (seconds) once the models are cached. Generous on purpose:
+# the budget is a safety net against a hung kernel, not a benchmark.
+DEFAULT_TIMEOUT = 900
+
+
+@dataclass
+class NotebookRun:
+    """The outcome of executing one notebook."""
+
+    notebook: Path
+    output: Path | None
+    seconds: float
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def lesson_notebooks(directory: Path) -> list[Path]:
+    """The lesson notebooks in course order (file names start with their number)."""
+    return sorted(p for p in Path(directory).glob("[0-9][0-9]_*.ipynb"))
+
+
+def execute_notebook(
+    notebook: Path, output_dir: Path | None = None, timeout: int = DEFAULT_TIMEOUT, cwd: Path | None = None
+) -> NotebookRun:
+    """Run every cell of `notebook` in a fresh kernel; save the executed copy under `output_dir`.
+
+    An error in a cell stops the run and is reported with the cell's number; the partly
+    executed notebook is still saved so the traceback can be read in it.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    notebook = Path(notebook)
+    nb = nbformat.read(notebook, as_version=4)
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(cwd or notebook.parent)}},
+        # The kernel is killed rather than asked to shut down politely once the last cell has
+        # replied, so a kernel that lingers at exit cannot hold the run until the timeout.
+        shutdown_kernel="immediate",
+        # After each cell's reply, wait at most this long for trailing output messages.
+        iopub_timeout=10,
+        raise_on_iopub_timeout=False,
+    )
+    start = time.perf_counter()
+    error = None
+    try:
+        client.execute()
+    except CellExecutionError as exc:
+        error = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
+    except (CellTimeoutError, DeadKernelError, TimeoutError) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    seconds = time.perf_counter() - start
+    out = None
+    if output_dir is not None:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        out = output_dir / notebook.name
+        nbformat.write(nb, out)
+    return NotebookRun(notebook, out, seconds, error)

@@ -1,0 +1,152 @@
+"""JupyterLab in headless Chromium: open 00_start_here, run all cells, operate the sample browser."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+pytestmark = pytest.mark.browser
+
+
+def _require_chromium():
+    if not CHROMIUM.exists():
+        if os.environ.get("CI"):
+            pytest.fail("Debian's chromium is not installed: apt-get install -y chromium chromium-driver")
+        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium chromium-driver)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab on 127.0.0.1 with a token, serving a copy of the notebooks (autosave stays there)."""
+    _require_chromium()
+    root = tmp_path_factory.mktemp("lab")
+    for nb in (ROOT / "notebooks").glob("*.ipynb"):
+        shutil.copy(nb, root / nb.name)
+    port, token = _free_port(), secrets.token_hex(16)
+    log = open(root / "jupyterlab.log", "w")  # noqa: SIM115 (open for the server's lifetime)
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
+            f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+            "--ServerApp.disable_check_xsrf=False", "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        stdout=log, stderr=subprocess.STDOUT, cwd=root,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError((root / "jupyterlab.log").read_text()) from None
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        raise RuntimeError("JupyterLab did not start in 90 s:\n" + (root / "jupyterlab.log").read_text())
+    yield url, token
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    _require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 1000},
+        )
+        yield context
+        context.close()
+
+
+def wait_until(condition, what: str, timeout_s: float = 60) -> None:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if condition():
+            return
+        time.sleep(0.25)
+    pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def open_and_run_all(browser, lab, notebook: str, timeout_s: int = 300):
+    url, token = lab
+    page = browser.new_page()
+    page.goto(f"{url}/lab/tree/{notebook}?token={token}", wait_until="domcontentloaded")
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+    # Run ▸ Run All Cells (the command runmenu:run-all).
+    page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+    page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+    # Done when the last code cell shows its execution count, not "[*]".
+    last_prompt = page.locator(".jp-CodeCell .jp-InputPrompt").last
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        text = last_prompt.inner_text().strip()
+        if text.startswith("[") and text not in ("[ ]:", "[*]:") and text[1:-2].isdigit():
+            break
+        time.sleep(1)
+    else:
+        pytest.fail(f"{notebook}: cells still running after {timeout_s} s")
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    tracebacks = [e for e in errors.all_inner_texts() if "Traceback" in e or "Error" in e.split("\n")[0]]
+    assert not tracebacks, tracebacks[0][:2000]
+    return page
+
+
+def test_start_here_runs_and_the_sample_browser_responds(browser, lab):
+    page = open_and_run_all(browser, lab, "00_start_here.ipynb")
+    widget = page.locator(".widget-vbox").filter(has=page.locator(".widget-dropdown")).last
+    widget.wait_for(timeout=60_000)
+    status = widget.locator(".widget-html").first
+    image = widget.locator(".jp-OutputArea-output img").last
+    image.wait_for(timeout=60_000)
+    assert "test: all classes, images 1–24 of 10,000" in status.inner_text()
+    before = image.get_attribute("src")
+
+    widget.locator(".widget-dropdown select").nth(1).select_option(label="Coat")
+    wait_until(lambda: "Coat" in status.inner_text(), "the status line to name the class")
+    assert "of 1,000" in status.inner_text()  # 1,000 coats in the test set
+    plot = widget.locator(".jp-OutputArea-output img").last
+    wait_until(lambda: plot.count() and plot.get_attribute("src") != before, "the plot to be redrawn")
+
+    widget.scroll_into_view_if_needed()
+    out = ROOT / "build" / "screenshots"
+    out.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(out / "00_start_here.png"))
+    widget.screenshot(path=str(out / "00_sample_browser.png"))
+    page.close()

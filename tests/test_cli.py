@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+
+def course_lib(*args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "course_lib", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_prepare_is_idempotent_and_says_what_it_did():
+    course_lib("prepare", "--no-progress")  # whatever was missing is made now
+    second = course_lib("prepare", "--no-progress")
+    assert second.returncode == 0, second.stderr
+    out = second.stdout
+    assert "checksums verified" in out
+    assert "moons_mlp: cached" in out and "fashion_resnet18: cached" in out
+    assert "Training" not in out
+    assert "prepare finished in" in out
+
+
+def test_doctor_reports_a_complete_environment():
+    result = course_lib("doctor")
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    for expected in (
+        "onnxruntime",
+        "torch",
+        "AVX2",
+        "AVX-512 VNNI",
+        "CPUExecutionProvider",
+        "Fashion-MNIST: found",
+    ):
+        assert expected in out
+    assert "fashion_resnet18: cached" in out and "ONNX exported" in out
+    assert out.rstrip().endswith("Environment complete.")
+
+
+def test_doctor_names_what_is_missing(tmp_path):
+    result = course_lib("doctor", env={"COURSE_DATA_DIR": str(tmp_path)})
+    assert result.returncode == 1
+    assert "moons_mlp: not trained yet" in result.stdout
+    assert "train fashion_resnet18: python -m course_lib prepare" in result.stdout
+    assert result.stdout.rstrip().endswith("Environment incomplete.")
+
+
+def test_unknown_command_is_a_usage_error():
+    result = course_lib("train-everything")
+    assert result.returncode == 2 and "invalid choice" in result.stderr
+
+
+@pytest.mark.notebook
+def test_run_executes_notebooks_and_prints_a_summary(tmp_path):
+    nb_dir = tmp_path / "notebooks"
+    nb_dir.mkdir()
+    (nb_dir / "00_tiny.ipynb").write_text(
+        '{"cells": [{"cell_type": "code", "execution_count": null, "id": "a", "metadata": {}, "outputs": [],'
+        ' "source": ["import course_lib\\n", "print(course_lib.CLASS_NAMES[0])"]}], "metadata": {'
+        '"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},'
+        ' "nbformat": 4, "nbformat_minor": 5}'
+    )
+    (nb_dir / "01_broken.ipynb").write_text(
+        '{"cells": [{"cell_type": "code", "execution_count": null, "id": "b", "metadata": {}, "outputs": [],'
+        ' "source": ["1 / 0"]}], "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",'
+        ' "language": "python"}}, "nbformat": 4, "nbformat_minor": 5}'
+    )
+    result = course_lib(
+        "run", "--notebooks", str(nb_dir), "--build", str(tmp_path / "build"), "--timeout", "120"
+    )
+    assert result.returncode == 1  # one notebook failed
+    assert "FAILED 01_broken.ipynb" in result.stdout and "ZeroDivisionError" in result.stdout
+    assert "1 of 2 notebooks ran top to bottom" in result.stdout
+    executed = (tmp_path / "build" / "notebooks" / "00_tiny.ipynb").read_text()
+    assert "T-shirt/top" in executed

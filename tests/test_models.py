@@ -1,0 +1,195 @@
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+import course_lib.data as data
+import course_lib.models as models
+
+
+class Log(list):
+    def __call__(self, msg: str) -> None:
+        self.append(msg)
+
+
+# ---------------------------------------------------------------------------------- two moons
+def test_moons_mlp_trains_caches_and_reloads(private_data_dir):
+    log = Log()
+    trained = models.load_model("moons_mlp", progress=False, log=log)
+    assert any("Training moons_mlp" in m for m in log)
+    assert trained.test_accuracy >= 0.95
+    meta = json.loads((models.cache_dir("moons_mlp") / "meta.json").read_text())
+    assert meta["weights_sha256"] == models.sha256_file(models.cache_dir("moons_mlp") / "weights.pt")
+    assert meta["recipe"] == models.MOONS_RECIPE.to_dict() and "torch" in meta["versions"]
+
+    log.clear()
+    again = models.load_model("moons_mlp", log=log)
+    assert log == []  # served from the cache, nothing retrained
+    for a, b in zip(trained.module.state_dict().values(), again.module.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.fixture
+def cached_mlp(private_data_dir):
+    models.load_model("moons_mlp", progress=False, log=Log())
+    return models.cache_dir("moons_mlp")
+
+
+def test_corrupt_weights_are_rebuilt_with_a_message(cached_mlp):
+    weights = cached_mlp / "weights.pt"
+    raw = bytearray(weights.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    weights.write_bytes(bytes(raw))
+    assert models.cache_status("moons_mlp").startswith("corrupt")
+    log = Log()
+    rebuilt = models.load_model("moons_mlp", progress=False, log=log)
+    assert "rebuilt: corrupt" in log[0]
+    assert models.cache_status("moons_mlp") == "ok" and rebuilt.test_accuracy >= 0.95
+
+
+def test_unreadable_metadata_is_rebuilt(cached_mlp):
+    (cached_mlp / "meta.json").write_text("{not json")
+    log = Log()
+    models.load_model("moons_mlp", progress=False, log=log)
+    assert "metadata unreadable" in log[0]
+
+
+def test_weights_that_do_not_load_are_rebuilt(cached_mlp):
+    # A file whose hash is recorded but which is not a state dict of this architecture.
+    weights = cached_mlp / "weights.pt"
+    torch.save({"something": torch.zeros(3)}, weights)
+    meta = json.loads((cached_mlp / "meta.json").read_text())
+    meta["weights_sha256"] = models.sha256_file(weights)
+    (cached_mlp / "meta.json").write_text(json.dumps(meta))
+    assert "do not load" in models.cache_status("moons_mlp")
+
+
+def test_stale_recipe_is_rebuilt(cached_mlp, monkeypatch):
+    spec = models.MODELS["moons_mlp"]
+    changed = models.Recipe(**{**spec.recipe.to_dict(), "augment": (), "epochs": spec.recipe.epochs + 1})
+    monkeypatch.setitem(models.MODELS, "moons_mlp", models.ModelSpec(**{**spec.__dict__, "recipe": changed}))
+    assert models.cache_status("moons_mlp") == "stale: trained with a different recipe"
+    with pytest.raises(FileNotFoundError, match=r"python -m course_lib prepare"):
+        models.load_model("moons_mlp", train=False)
+
+
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
+    target = tmp_path / "file.bin"
+    target.write_bytes(b"old and complete")
+
+    def broken(path):
+        path.write_bytes(b"half")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        models.atomic_write(target, broken)
+    assert target.read_bytes() == b"old and complete"
+    assert [p.name for p in tmp_path.iterdir()] == ["file.bin"]  # no temporary left behind
+
+
+def test_onnx_file_that_changed_is_exported_again(cached_mlp):
+    path = models.ensure_onnx("moons_mlp", log=Log())
+    first = models.sha256_file(path)
+    model = onnx.load(path)
+    model.producer_name = "tampered"
+    onnx.save(model, path)
+    log = Log()
+    path = models.ensure_onnx("moons_mlp", log=log)
+    assert "exporting again" in log[0] and models.sha256_file(path) == first
+
+
+# ---------------------------------------------------------------------------------- ResNet18
+@pytest.fixture(scope="module")
+def resnet():
+    """The prepared ResNet18 (trained by `python -m course_lib prepare` if not yet cached)."""
+    return models.load_model("fashion_resnet18")
+
+
+def test_resnet18_is_torchvision_resnet18_with_a_one_channel_stem(resnet):
+    from torchvision.models import resnet18
+
+    m = resnet.module
+    assert m.conv1.in_channels == 1 and m.fc.out_features == 10
+    reference = {k: v.shape for k, v in resnet18(num_classes=10).state_dict().items() if k != "conv1.weight"}
+    assert {k: v.shape for k, v in m.state_dict().items() if k != "conv1.weight"} == reference
+
+
+def test_resnet18_cache_records_what_made_it(resnet):
+    meta = resnet.meta
+    assert meta["recipe"] == models.RESNET_RECIPE.to_dict()
+    assert meta["data_checksums"] == {k: v[1] for k, v in data.FASHION_FILES.items()}
+    assert meta["preprocessing"] == data.default_preprocessing().to_dict()
+    assert {"torch", "torchvision", "onnxruntime", "numpy"} <= set(meta["versions"])
+    assert meta["train_seconds"] > 0 and meta["parameters"] == sum(
+        p.numel() for p in resnet.module.parameters()
+    )
+
+
+def test_resnet18_reaches_the_course_accuracy(resnet):
+    # Re-measured here, not read from the cache: PyTorch on the full 10,000-image test set.
+    images, labels = data.load_split("test")
+    x = torch.from_numpy(data.preprocess(images))
+    with torch.inference_mode():
+        preds = torch.cat([resnet.module(x[i : i + 1000]).argmax(1) for i in range(0, len(x), 1000)]).numpy()
+    accuracy = (preds == labels).mean()
+    assert accuracy == pytest.approx(resnet.test_accuracy, abs=1e-4)
+    assert accuracy >= 0.91
+
+
+@pytest.fixture(scope="module")
+def resnet_cache(resnet):
+    """The real cache folder of the prepared ResNet18 (resolved before any test swaps data dirs)."""
+    return models.cache_dir("fashion_resnet18")
+
+
+def test_resnet18_corrupt_cache_is_detected_without_retraining(resnet_cache, private_data_dir):
+    import shutil
+
+    shutil.copytree(resnet_cache, private_data_dir / "models" / "fashion_resnet18")
+    assert models.cache_status("fashion_resnet18") == "ok"
+    weights = models.cache_dir("fashion_resnet18") / "weights.pt"
+    with open(weights, "r+b") as f:
+        f.seek(1000)
+        f.write(b"\x00" * 16)
+    assert models.cache_status("fashion_resnet18").startswith("corrupt")
+    with pytest.raises(FileNotFoundError, match="corrupt"):
+        models.load_model("fashion_resnet18", train=False)
+
+
+@pytest.mark.parametrize("name", ["moons_mlp", "fashion_resnet18"])
+def test_onnx_export_is_checked_self_contained_and_matches_pytorch(name):
+    path = models.ensure_onnx(name)
+    model = onnx.load(path)
+    onnx.checker.check_model(model, full_check=True)
+    assert not any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+    assert [i.name for i in model.graph.input] == ["input"] and [o.name for o in model.graph.output] == [
+        "logits"
+    ]
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param  # dynamic batch axis
+
+    trained = models.load_model(name, train=False)
+    inputs = models.parity_inputs(name, n=256)
+    assert models.onnx_parity(trained, path, inputs) <= 1e-4
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for batch in (1, 7):
+        assert session.run(None, {"input": inputs[:batch]})[0].shape == (
+            batch,
+            len(trained.meta["class_names"]),
+        )
+
+
+def test_resnet_onnx_carries_its_preprocessing_and_class_names():
+    props = models.onnx_metadata(models.ensure_onnx("fashion_resnet18"))
+    prep = data.default_preprocessing()
+    assert json.loads(props["class_names"]) == list(data.CLASS_NAMES)
+    assert int(props["input_size"]) == 32
+    assert float(props["normalization_mean"]) == prep.mean and float(props["normalization_std"]) == prep.std
+    # A client with only the file can preprocess: rebuild the pipeline from the metadata alone.
+    rebuilt = data.Preprocessing.from_dict(json.loads(props["preprocessing"]))
+    images, _ = data.load_split("validation")
+    assert np.array_equal(rebuilt(images[:4]), data.preprocess(images[:4]))
