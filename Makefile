@@ -40,7 +40,7 @@ test: setup
 	$(PY) -m pytest
 
 lab: prepare
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 doctor: setup
 	$(PY) -m course_lib doctor

@@ -9,7 +9,7 @@ can keep the quantization calls themselves in plain sight. One module per idea:
     explorers ipywidgets explorers (imported by notebooks, never by the modules above)
 """
 
-from . import checks
+from . import affine, checks, measure
 from .data import (
     CLASS_NAMES,
     ChecksumError,
@@ -36,7 +36,9 @@ from .models import (
 
 __all__ = [
     "CLASS_NAMES",
+    "affine",
     "checks",
+    "measure",
     "MODELS",
     "ChecksumError",
     "DataNotFoundError",

@@ -209,13 +209,11 @@ def _load_cached(directory: str, kind: str) -> FashionMNIST:
     for key, (stem, _, shape) in FASHION_FILES.items():
         path = _candidate(Path(directory), stem)
         arrays[key] = _parse_idx(verify_file(path, key), shape)
-    return FashionMNIST(
-        train_images=arrays["train_images"],
-        train_labels=arrays["train_labels"].astype(np.int64),
-        test_images=arrays["test_images"],
-        test_labels=arrays["test_labels"].astype(np.int64),
-        source=DataSource(kind, Path(directory)),
-    )
+    for key in ("train_labels", "test_labels"):
+        arrays[key] = arrays[key].astype(np.int64)
+    for array in arrays.values():
+        array.setflags(write=False)  # shared by every caller in this process: nobody may edit it
+    return FashionMNIST(**arrays, source=DataSource(kind, Path(directory)))
 
 
 def load_fashion_mnist(download: bool = True) -> FashionMNIST:

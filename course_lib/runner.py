@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 # Per-notebook wall-clock budget (seconds) once the models are cached. Generous on purpose:
@@ -26,6 +27,46 @@ class NotebookRun:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+@lru_cache(maxsize=1)
+def _polling_kernel_manager():
+    """A kernel manager whose client re-polls its sockets every POLL_S seconds.
+
+    Seen here with ipykernel 6 and 7: nbclient waits for a cell's reply on the shell socket while
+    it also waits on the iopub socket, and now and then the asyncio zmq poller misses the wake-up
+    of the reply that has already arrived. The cell has finished, yet the run sits until the cell
+    timeout expires (10 minutes for a 13-second notebook). Polling in short slices bounds that
+    stall to one slice; the messages and their order are unchanged.
+    """
+    from jupyter_client.asynchronous.client import AsyncKernelClient
+    from jupyter_client.channels import AsyncZMQSocketChannel
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import Type
+
+    POLL_S = 0.5
+
+    class SlicedPollChannel(AsyncZMQSocketChannel):
+        async def get_msg(self, timeout: float | None = None):
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                left = POLL_S if deadline is None else min(POLL_S, max(0.0, deadline - time.monotonic()))
+                if await self.socket.poll(int(left * 1000)):
+                    return await self._recv()
+                if deadline is not None and time.monotonic() >= deadline:
+                    from queue import Empty
+
+                    raise Empty
+
+    class SlicedPollClient(AsyncKernelClient):
+        shell_channel_class = Type(SlicedPollChannel)
+        iopub_channel_class = Type(SlicedPollChannel)
+        control_channel_class = Type(SlicedPollChannel)
+
+    class SlicedPollKernelManager(AsyncKernelManager):
+        client_factory = Type(default_value=SlicedPollClient, klass=AsyncKernelClient)
+
+    return SlicedPollKernelManager
 
 
 def lesson_notebooks(directory: Path) -> list[Path]:
@@ -51,6 +92,7 @@ def execute_notebook(
         nb,
         timeout=timeout,
         kernel_name="python3",
+        kernel_manager_class=_polling_kernel_manager(),
         resources={"metadata": {"path": str(cwd or notebook.parent)}},
         # The kernel is killed rather than asked to shut down politely once the last cell has
         # replied, so a kernel that lingers at exit cannot hold the run until the timeout.

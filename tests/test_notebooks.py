@@ -45,6 +45,6 @@ def test_notebook_runs_top_to_bottom_in_a_fresh_kernel(notebook):
     run = execute_notebook(notebook, ROOT / "build" / "test-notebooks", timeout=600)
     assert run.ok, f"{notebook.name} failed: {run.error} (executed copy: {run.output})"
     executed = nbformat.read(run.output, as_version=4)
-    outputs = json.dumps([c.get("outputs", []) for c in executed.cells])
+    outputs = json.dumps([c.get("outputs", []) for c in executed.cells], ensure_ascii=False)
     assert "❌" not in outputs  # every exercise's solution passes its own check
     assert outputs.count("✅") >= 1

@@ -1,0 +1,401 @@
+"""course_lib.measure on tiny hand-built ONNX models (built and quantized here, in tmp dirs)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import onnx
+import psutil
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_dynamic, quantize_static
+
+import course_lib.measure as measure
+from course_lib import models
+
+IN, HIDDEN, OUT = 16, 32, 4
+PARAMS = IN * HIDDEN + HIDDEN + HIDDEN * OUT  # fc1 weight, bias, fc2 weight
+
+
+def tiny_mlp(path, rng):
+    """x -> MatMul(fc1) -> Add(bias1) -> Relu -> MatMul(fc2) -> y, with float32 initializers."""
+    weights = {
+        "W1": rng.standard_normal((IN, HIDDEN)).astype(np.float32),
+        "B1": rng.standard_normal(HIDDEN).astype(np.float32),
+        "W2": rng.standard_normal((HIDDEN, OUT)).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("MatMul", ["x", "W1"], ["h"], name="fc1"),
+        helper.make_node("Add", ["h", "B1"], ["hb"], name="bias1"),
+        helper.make_node("Relu", ["hb"], ["r"], name="relu1"),
+        helper.make_node("MatMul", ["r", "W2"], ["y"], name="fc2"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "tiny_mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", IN])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", OUT])],
+        [numpy_helper.from_array(w, name) for name, w in weights.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, str(path))
+    return path
+
+
+def make_inputs(batch_size):
+    return {"x": np.random.default_rng(batch_size).standard_normal((batch_size, IN)).astype(np.float32)}
+
+
+class RandomReader(CalibrationDataReader):
+    def __init__(self, rng):
+        self.batches = iter([{"x": rng.standard_normal((8, IN)).astype(np.float32)} for _ in range(4)])
+
+    def get_next(self):
+        return next(self.batches, None)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """The fp32 MLP and its dynamic (MatMulInteger) and static QDQ INT8 variants."""
+    d = tmp_path_factory.mktemp("tiny")
+    rng = np.random.default_rng(0)
+    fp32 = tiny_mlp(d / "fp32.onnx", rng)
+    quantize_dynamic(fp32, d / "dynamic.onnx")
+    quantize_static(fp32, d / "qdq.onnx", RandomReader(rng), quant_format=QuantFormat.QDQ)
+    return SimpleNamespace(fp32=fp32, dynamic=d / "dynamic.onnx", qdq=d / "qdq.onnx")
+
+
+def bytes_by_dtype_from_arrays(path):
+    """Independent count: decode every initializer to a numpy array and add up nbytes."""
+    total = {}
+    for t in onnx.load(str(path)).graph.initializer:
+        a = numpy_helper.to_array(t)
+        total[a.dtype.name] = total.get(a.dtype.name, 0) + a.nbytes
+    return total
+
+
+# ---------------------------------------------------------------------------------- model facts
+def test_fp32_facts_four_bytes_per_parameter_and_nothing_quantized(tiny):
+    facts = measure.model_facts(tiny.fp32)
+    assert facts.initializer_bytes == {"float32": 4 * PARAMS} == bytes_by_dtype_from_arrays(tiny.fp32)
+    assert facts.parameter_count == PARAMS
+    assert facts.op_counts == {"Add": 1, "MatMul": 2, "Relu": 1}
+    assert facts.quantized_nodes == [] and facts.quantized_count == 0
+    assert facts.float_op_count == 4 and facts.quant_format == "float"
+    assert facts.file_bytes == tiny.fp32.stat().st_size and facts.external_data_bytes == 0
+    assert facts.sha256 == models.sha256_file(tiny.fp32)
+    assert json.loads(json.dumps(facts.to_dict()))["quantized_count"] == 0
+
+
+def test_dynamic_variant_has_int8_weights_and_integer_matmuls(tiny):
+    facts = measure.model_facts(tiny.dynamic)
+    assert facts.initializer_bytes == bytes_by_dtype_from_arrays(tiny.dynamic)
+    # Both weight matrices now take one byte per value (plus a zero point each); the bias stays float.
+    assert facts.initializer_bytes["int8"] >= IN * HIDDEN + HIDDEN * OUT
+    assert facts.initializer_bytes["float32"] < 4 * (IN * HIDDEN)
+    assert facts.op_counts["MatMulInteger"] == 2 and facts.op_counts["DynamicQuantizeLinear"] == 2
+    assert {(q["op_type"], q["how"]) for q in facts.quantized_nodes} == {("MatMulInteger", "integer kernel")}
+    assert facts.quantized_count == 2 and "MatMul" not in facts.float_ops
+    assert facts.float_ops["Relu"] == 1  # Relu (and the bias Add) still run in float
+    assert facts.quant_format == "dynamic"
+
+
+def test_qdq_variant_marks_the_ops_between_dequantize_and_quantize(tiny):
+    facts = measure.model_facts(tiny.qdq)
+    assert facts.initializer_bytes == bytes_by_dtype_from_arrays(tiny.qdq)
+    assert facts.op_counts["QuantizeLinear"] >= 1 and facts.op_counts["DequantizeLinear"] >= 3
+    quantized = {q["name"]: q for q in facts.quantized_nodes}
+    assert {"fc1", "fc2"} <= set(quantized)
+    assert all(q["how"] == "QDQ" for q in facts.quantized_nodes)
+    assert not {"QuantizeLinear", "DequantizeLinear"} & {q["op_type"] for q in facts.quantized_nodes}
+    assert "MatMul" not in facts.float_ops and facts.quant_format == "QDQ"
+
+
+def test_weight_only_dequantize_leaves_the_matmul_in_float(tmp_path):
+    """DequantizeLinear on the weight alone: the activation stays float, so the MatMul does too."""
+    w = np.arange(IN * OUT, dtype=np.int8).reshape(IN, OUT)
+    graph = helper.make_graph(
+        [
+            helper.make_node("DequantizeLinear", ["Wq", "scale", "zp"], ["W"], name="dq_w"),
+            helper.make_node("MatMul", ["x", "W"], ["y"], name="fc"),
+        ],
+        "weight_only",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", IN])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", OUT])],
+        [
+            numpy_helper.from_array(w, "Wq"),
+            numpy_helper.from_array(np.array(0.1, np.float32), "scale"),
+            numpy_helper.from_array(np.array(0, np.int8), "zp"),
+        ],
+    )
+    path = tmp_path / "weight_only.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    facts = measure.model_facts(path)
+    assert facts.initializer_bytes == {"float32": 4, "int8": IN * OUT + 1}
+    assert facts.quantized_nodes == [] and facts.float_ops == {"MatMul": 1}
+    assert facts.quant_format == "weight-only QDQ"
+
+
+def test_external_data_is_counted_without_changing_bytes_by_dtype(tiny, tmp_path):
+    model = onnx.load(str(tiny.fp32))
+    path = tmp_path / "external.onnx"
+    onnx.save(model, str(path), save_as_external_data=True, location="weights.bin", size_threshold=0)
+    facts = measure.model_facts(path)
+    assert facts.initializer_bytes == {"float32": 4 * PARAMS}
+    assert facts.external_data_bytes == (tmp_path / "weights.bin").stat().st_size >= 4 * PARAMS
+    assert facts.file_bytes < 4 * PARAMS  # the weights left the .onnx file
+
+
+def test_model_facts_on_a_missing_file_says_what_to_do(tmp_path):
+    with pytest.raises(FileNotFoundError, match="Export or quantize"):
+        measure.model_facts(tmp_path / "nope.onnx")
+
+
+# ---------------------------------------------------------------------------------- latency
+def check_latency(lat, runs, batch, threads):
+    assert lat.runs == len(lat.samples_ms) == runs
+    assert lat.min_ms <= lat.p10_ms <= lat.median_ms <= lat.p90_ms <= max(lat.samples_ms)
+    assert lat.median_ms == pytest.approx(float(np.median(lat.samples_ms)))
+    assert lat.mean_ms == pytest.approx(float(np.mean(lat.samples_ms)))
+    assert lat.throughput == pytest.approx(batch / (lat.median_ms / 1e3))
+    assert lat.batch_size == batch and lat.threads == threads
+
+
+def test_latency_over_several_batch_sizes(tiny):
+    results = measure.measure_latency(
+        tiny.fp32, make_inputs, threads=1, warmup=2, runs=15, batch_sizes=[1, 8]
+    )
+    assert [r.batch_size for r in results] == [1, 8]
+    for r, batch in zip(results, (1, 8), strict=True):
+        check_latency(r, runs=15, batch=batch, threads=1)
+
+
+def test_latency_from_a_feed_dict_or_a_session_respects_threads(tiny):
+    lat = measure.measure_latency(tiny.qdq, make_inputs(4), threads=1, warmup=1, runs=7)
+    check_latency(lat, runs=7, batch=4, threads=1)
+    session = measure.make_session(tiny.fp32, threads=2)
+    assert session.get_session_options().intra_op_num_threads == 2
+    assert session.get_session_options().inter_op_num_threads == 1
+    check_latency(measure.measure_latency(session, make_inputs, warmup=1, runs=5), runs=5, batch=1, threads=2)
+    with pytest.raises(ValueError, match="created with intra_op_num_threads=2"):
+        measure.measure_latency(session, make_inputs, threads=1)
+
+
+def test_latency_names_the_expected_inputs_when_the_feed_is_wrong(tiny):
+    with pytest.raises(ValueError, match=r"expects a feed dict with inputs \['x'\]; got \['input'\]"):
+        measure.measure_latency(tiny.fp32, {"input": np.zeros((1, IN), np.float32)}, threads=1, runs=1)
+
+
+def test_default_threads_are_the_physical_cores(tiny):
+    cores = measure.physical_cores()
+    assert cores == max(1, psutil.cpu_count(logical=False) or 1)
+    assert measure.make_session(tiny.fp32).get_session_options().intra_op_num_threads == cores
+    with pytest.raises(ValueError, match="threads must be a whole number >= 1; got 0"):
+        measure.make_session(tiny.fp32, threads=0)
+
+
+class FakeSession:
+    """Stands in for an InferenceSession: logs which model ran and takes a fixed time."""
+
+    def __init__(self, name, log, seconds):
+        self.name, self.log, self.seconds = name, log, seconds
+
+    def get_inputs(self):
+        return [SimpleNamespace(name="x")]
+
+    def get_session_options(self):
+        return SimpleNamespace(intra_op_num_threads=1)
+
+    def run(self, outputs, feed):
+        self.log.append(self.name)
+        time.sleep(self.seconds)
+
+
+def test_compare_latency_interleaves_runs_and_reports_the_ratio_of_medians():
+    log = []
+    fast, slow = FakeSession("int8", log, 0.0005), FakeSession("fp32", log, 0.002)
+    result = measure.compare_latency({"fp32": slow, "int8": fast}, make_inputs, warmup=2, runs=20)
+    assert log == ["fp32", "int8"] * 22  # A B A B …, warm-up rounds included
+    assert set(result.latency) == {"fp32", "int8"} and result.baseline == "fp32"
+    for lat in result.latency.values():
+        check_latency(lat, runs=20, batch=1, threads=1)
+    medians = {k: v.median_ms for k, v in result.latency.items()}
+    assert result.speedup == pytest.approx(medians["fp32"] / medians["int8"])
+    assert result.speedup_low <= result.speedup <= result.speedup_high
+    assert result.speedup > 1.5  # the candidate sleeps a quarter as long
+    assert result.to_dict()["latency"]["int8"]["runs"] == 20
+
+
+def test_compare_latency_on_real_models(tiny):
+    result = measure.compare_latency(
+        {"fp32": tiny.fp32, "int8": tiny.dynamic}, make_inputs, threads=1, runs=10
+    )
+    assert result.speedup == pytest.approx(
+        result.latency["fp32"].median_ms / result.latency["int8"].median_ms
+    )
+    assert result.speedup_low <= result.speedup <= result.speedup_high
+    with pytest.raises(ValueError, match="exactly two models"):
+        measure.compare_latency({"fp32": tiny.fp32}, make_inputs)
+
+
+def test_bootstrap_interval_of_identical_sides_is_one():
+    samples = [0.001, 0.002, 0.003, 0.004]
+    assert measure.bootstrap_ratio_interval(samples, samples) == (1.0, 1.0)
+
+
+# ---------------------------------------------------------------------------------- peak memory
+def test_peak_memory_counts_the_weights_in_a_fresh_process(tmp_path):
+    n = 3200  # one 3200 x 3200 float32 matrix: 40.96 MB of weights
+    w = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"])],
+        "big",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", n])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", n])],
+        [numpy_helper.from_array(w, "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    path = tmp_path / "big.onnx"
+    onnx.save(model, str(path))
+    del model, graph
+
+    mem = measure.peak_memory(path, lambda b: {"x": np.ones((b, n), np.float32)}, batch_size=2, threads=1)
+    assert mem.file_bytes == path.stat().st_size > w.nbytes
+    assert 0 < mem.baseline_bytes <= mem.after_load_bytes <= mem.peak_bytes
+    assert mem.increase_bytes >= w.nbytes  # the session holds at least the weights
+    if sys.platform == "linux":  # measured apart from this process: not pytest's (inherited) peak
+        import resource
+
+        assert mem.baseline_bytes < resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert mem.to_dict()["increase_bytes"] == mem.peak_bytes - mem.baseline_bytes
+
+
+def test_peak_memory_reports_a_failing_child(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not an onnx model")
+    with pytest.raises(RuntimeError, match="memory-measuring subprocess for bad.onnx failed"):
+        measure.peak_memory(bad, make_inputs, threads=1)
+
+
+# ---------------------------------------------------------------------------------- parity
+def test_parity_counts_agreement_drift_and_who_is_right():
+    reference = np.array(
+        [
+            [2.0, 0.0, 0.0],  # label 0: both right
+            [0.0, 2.0, 0.0],  # label 1: both right
+            [0.0, 0.0, 2.0],  # label 0: both wrong, same answer (2)
+            [2.0, 1.0, 0.0],  # label 2: both wrong, different answers (0 vs 1)
+            [0.0, 2.0, 1.0],  # label 1: only fp32 right
+            [1.0, 0.0, 0.5],  # label 2: only int8 right (int8 fixes an fp32 mistake)
+        ]
+    )
+    drift = np.zeros_like(reference)
+    drift[0, 1] = 0.01  # a logit at 0.0: relative drift 0.01 / eps = 10
+    drift[3, 1] = 1.5  # [2, 2.5, 0] -> class 1
+    drift[4, 2] = 1.25  # [0, 2, 2.25] -> class 2
+    drift[5, 0] = -0.75  # [0.25, 0, 0.5] -> class 2
+    candidate = reference + drift
+    labels = np.array([0, 1, 0, 2, 1, 2])
+
+    p = measure.parity(reference, candidate, labels)
+    assert p.n == 6 and p.labelled == 6
+    assert p.agreement == pytest.approx(3 / 6) and p.disagreements == 3
+    assert p.reference_accuracy == pytest.approx(3 / 6) and p.candidate_accuracy == pytest.approx(3 / 6)
+    assert (p.both_right, p.both_wrong_same, p.both_wrong_different) == (2, 1, 1)
+    assert (p.only_reference_right, p.only_candidate_right) == (1, 1)
+    assert p.max_abs_drift == pytest.approx(1.5)
+    assert p.mean_abs_drift == pytest.approx((0.01 + 1.5 + 1.25 + 0.75) / 18)
+    assert p.max_rel_drift == pytest.approx(0.01 / measure.RELATIVE_DRIFT_EPS)  # 10 > 1.5 / 1.0
+    assert p.allclose is False
+
+
+def test_parity_without_labels_and_within_tolerance():
+    reference = np.array([[1.0, -1.0], [0.5, 3.0]], dtype=np.float32)
+    candidate = reference + np.float32(0.02)
+    p = measure.parity(reference, candidate)
+    assert p.allclose is True and p.agreement == 1.0
+    assert p.max_rel_drift == pytest.approx(0.02 / 0.5, rel=1e-5)
+    assert p.reference_accuracy is None and p.both_right is None
+    assert measure.parity(reference, candidate, atol=0.01).allclose is False
+    assert measure.parity(reference, candidate, atol=0.01, rtol=0.1).allclose is True
+
+
+def test_parity_skips_rows_without_ground_truth_for_accuracy():
+    reference = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    p = measure.parity(reference, reference, labels=[0, 0, -1])
+    assert p.n == 3 and p.labelled == 2 and p.agreement == 1.0
+    assert p.reference_accuracy == 0.5 and (p.both_right, p.both_wrong_same) == (1, 1)
+
+
+def test_parity_rejects_mismatched_shapes_and_labels():
+    with pytest.raises(ValueError, match="same shape"):
+        measure.parity(np.zeros((2, 3)), np.zeros((2, 4)))
+    with pytest.raises(ValueError, match="3 labels for 2 rows"):
+        measure.parity(np.zeros((2, 3)), np.zeros((2, 3)), labels=[0, 1, 2])
+
+
+# ---------------------------------------------------------------------------------- results store
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path))
+    return tmp_path / "results.json"
+
+
+def test_record_appends_entries_with_the_environment(store, tiny):
+    assert measure.load_results() == []  # a missing file is an empty store
+    lat = measure.latency_from_samples([0.001, 0.002, 0.003], model="m", batch_size=1, threads=1, warmup=0)
+    first = measure.record("03", "tiny", "fp32", lat, {"threads": 1}, path=tiny.fp32)
+    measure.record("04", "tiny", "int8", {"accuracy": np.float32(0.5), "logits": np.zeros(2)})
+    entries = json.loads(store.read_text())
+    assert len(entries) == 2 and entries[0] == first
+    assert first["metrics"]["median_ms"] == pytest.approx(2.0) and first["options"] == {"threads": 1}
+    assert first["file"] == {
+        "name": "fp32.onnx",
+        "bytes": tiny.fp32.stat().st_size,
+        "sha256": models.sha256_file(tiny.fp32),
+    }
+    assert entries[1]["metrics"] == {"accuracy": 0.5, "logits": [0.0, 0.0]}
+    env = measure.environment_fingerprint()
+    assert first["environment"] == env and len(env["hash"]) == 12
+    assert {"cpu", "int8_features", "physical_cores", "versions"} <= set(env)
+    assert [e["variant"] for e in measure.load_results()] == ["fp32", "int8"]
+    assert [e["variant"] for e in measure.load_results(lesson="04")] == ["int8"]
+
+
+def test_load_results_keeps_only_this_environment_by_default(store):
+    measure.record("03", "tiny", "fp32", {"ms": 1.0})
+    entries = json.loads(store.read_text())
+    other = {
+        **entries[0],
+        "variant": "elsewhere",
+        "environment": {**entries[0]["environment"], "hash": "0" * 12},
+    }
+    store.write_text(json.dumps([*entries, other]))
+    assert [e["variant"] for e in measure.load_results()] == ["fp32"]
+    assert [e["variant"] for e in measure.load_results(same_environment=False)] == ["fp32", "elsewhere"]
+
+
+def test_a_corrupt_store_is_moved_aside_not_lost(store):
+    store.write_text('[{"lesson": "03", "metrics": {')  # cut off mid-write
+    with pytest.warns(UserWarning, match="not valid JSON"):
+        assert measure.load_results() == []
+    assert store.exists()  # reading never moves anything
+    with pytest.warns(UserWarning, match="Moved it aside"):
+        measure.record("03", "tiny", "fp32", {"ms": 1.0})
+    (aside,) = store.parent.glob("results.json.corrupt-*")
+    assert aside.read_text() == '[{"lesson": "03", "metrics": {'
+    assert len(json.loads(store.read_text())) == 1
+
+
+def test_record_refuses_values_json_cannot_hold_and_leaves_the_file_alone(store):
+    measure.record("03", "tiny", "fp32", {"ms": 1.0})
+    before = store.read_text()
+    with pytest.raises(TypeError, match="Cannot store a object in the results file"):
+        measure.record("03", "tiny", "fp32", {"ms": object()})
+    assert store.read_text() == before
