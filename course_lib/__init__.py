@@ -9,7 +9,7 @@ can keep the quantization calls themselves in plain sight. One module per idea:
     explorers ipywidgets explorers (imported by notebooks, never by the modules above)
 """
 
-from . import affine, checks, measure
+from . import affine, checks, explore, measure, text_encoder
 from .data import (
     CLASS_NAMES,
     ChecksumError,
@@ -38,7 +38,9 @@ __all__ = [
     "CLASS_NAMES",
     "affine",
     "checks",
+    "explore",
     "measure",
+    "text_encoder",
     "MODELS",
     "ChecksumError",
     "DataNotFoundError",

@@ -52,6 +52,21 @@ def prepare(progress: bool = True) -> dict:
         )
         print(line, flush=True)
         report["steps"].append({"model": name, "action": action, "test_accuracy": trained.test_accuracy})
+    t0 = time.perf_counter()
+    from . import text_encoder
+
+    status = text_encoder.cache_status()
+    paths = text_encoder.ensure_onnx()
+    te_meta = text_encoder.read_meta()
+    action = "cached" if status == "ok" else f"exported and optimized ({status})"
+    sizes = ", ".join(f"{p.name} {p.stat().st_size / 1e6:.1f} MB" for p in paths.values())
+    worst = max(f["parity_max_abs_diff"] for f in te_meta["files"].values())
+    print(
+        f"text encoder (all-MiniLM-L6-v2, {te_meta['parameters'] / 1e6:.1f} M parameters): {action}; weights "
+        f"SHA-256 verified; ONNX {sizes}, parity max |diff| {worst:.1e} [{_fmt_seconds(time.perf_counter() - t0)}]",
+        flush=True,
+    )
+    report["steps"].append({"model": text_encoder.NAME, "action": action})
     total = time.perf_counter() - t_all
     print(f"prepare finished in {_fmt_seconds(total)}; data directory: {data.data_dir()}", flush=True)
     report["seconds"] = total

