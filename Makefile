@@ -53,7 +53,7 @@ lint: $(STAMP)
 # files (without outputs). tests/test_notebooks.py checks that the two are in step.
 notebooks: $(STAMP)
 	@for f in notebooks/src/*.py; do \
-	  $(VENV)/bin/jupytext --quiet --to ipynb --output notebooks/$$(basename $${f%.py}).ipynb $$f; \
+	  $(VENV)/bin/jupytext --quiet --update --to ipynb --output notebooks/$$(basename $${f%.py}).ipynb $$f; \
 	done
 
 clean:

@@ -139,6 +139,15 @@ def doctor() -> int:
             print(f"  {name}: {status}")
             problems.append(f"train {name}: python -m course_lib prepare")
 
+    from . import text_encoder
+
+    status = text_encoder.cache_status()
+    if status == "ok":
+        print(f"  {text_encoder.NAME}: all-MiniLM-L6-v2 exported to ONNX (raw and optimized)")
+    else:
+        print(f"  {text_encoder.NAME}: {status}")
+        problems.append(f"export the {text_encoder.NAME}: python -m course_lib prepare")
+
     print("\nNext")
     if problems:
         for p in dict.fromkeys(problems):

@@ -82,7 +82,7 @@ def sample_browser(predict: Predictor | None = None, per_page: int = 24):
             wrong = int((preds != labels).sum())
             line += f"; model wrong on {wrong} of {len(images)} shown (red titles)"
         status.value = f"<b>{line}</b>"
-        plot_samples(images, labels, indices, preds, title=line)
+        plot_samples(images, labels, indices, preds)  # the status line above says what is shown
         plt.show()
 
     split.observe(update_page_range, "value")

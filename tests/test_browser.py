@@ -46,13 +46,19 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     for nb in (ROOT / "notebooks").glob("*.ipynb"):
         shutil.copy(nb, root / nb.name)
+    # Settings and workspaces of this lab alone: no news prompt over the plots, no tabs from other labs.
+    notification = (
+        root / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    )
+    notification.parent.mkdir(parents=True)
+    notification.write_text('{"fetchNews": "false", "checkForUpdates": false}')
     port, token = _free_port(), secrets.token_hex(16)
     log = open(root / "jupyterlab.log", "w")  # noqa: SIM115 (open for the server's lifetime)
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
             f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-            "--ServerApp.disable_check_xsrf=False", "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            f"--LabApp.user_settings_dir={root / 'settings'}", f"--LabApp.workspaces_dir={root / 'workspaces'}", "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         ],
         stdout=log, stderr=subprocess.STDOUT, cwd=root,
     )  # fmt: skip

@@ -45,6 +45,7 @@ def test_doctor_reports_a_complete_environment():
     ):
         assert expected in out
     assert "fashion_resnet18: cached" in out and "ONNX exported" in out
+    assert "text_encoder: all-MiniLM-L6-v2 exported" in out
     assert out.rstrip().endswith("Environment complete.")
 
 
@@ -53,6 +54,7 @@ def test_doctor_names_what_is_missing(tmp_path):
     assert result.returncode == 1
     assert "moons_mlp: not trained yet" in result.stdout
     assert "train fashion_resnet18: python -m course_lib prepare" in result.stdout
+    assert "export the text_encoder: python -m course_lib prepare" in result.stdout
     assert result.stdout.rstrip().endswith("Environment incomplete.")
 
 

@@ -480,8 +480,9 @@ show_table(results)
 #
 # - `quantize_dynamic` stores weights in INT8 and measures activation ranges on every run: no
 #   calibration data, one call.
-# - It pays where MatMuls dominate: the transformer above. On the tiny MLP it made the file smaller
-#   and the model slower, as in the quoted NanoGPT test; on the CNN the gain is small.
+# - It pays where MatMuls dominate: the transformer above. On the tiny MLP and on the CNN it made
+#   the file smaller; whether it also ran faster is what sections 2 and 4 measured on this machine
+#   (in the quoted NanoGPT test it ran slower).
 # - Compare with the optimized fp32 graph, not the raw export, and time A/B interleaved.
 # - Per-channel weights are the cheapest precision fix; `nodes_to_exclude` the next one.
 #
