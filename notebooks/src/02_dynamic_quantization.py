@@ -441,11 +441,18 @@ display(
 graph = onnx.load(paths["optimized"], load_external_data=False).graph
 ffn_out = [n.name for n in graph.node if n.op_type == "MatMul" and n.name.endswith("/output/dense/MatMul")
            and "attention" not in n.name]  # fmt: skip
+ffn_in = [n.name for n in graph.node if n.op_type == "MatMul" and "/intermediate/" in n.name]
+layer0 = [n.name for n in graph.node if n.op_type in ("MatMul", "Attention") and "/layer.0/" in n.name]
+keep_fp32 = sorted(set(ffn_in + layer0))
 options = {
     "per_channel, QUInt8": dict(per_channel=True, weight_type=QuantType.QUInt8),
     "per_channel, reduce_range": dict(per_channel=True, reduce_range=True),
     f"per_channel, exclude {len(ffn_out)} FFN outputs": dict(per_channel=True, nodes_to_exclude=ffn_out),
+    f"per_channel, exclude {len(ffn_in)} FFN inputs + layer 0 ({len(keep_fp32)} nodes)": dict(
+        per_channel=True, nodes_to_exclude=keep_fp32
+    ),
 }
+option_values = {"per_channel, QInt8 (above)": (pc["cos_min"], opt16.speedup)}
 option_rows = [{"option": "per_channel, QInt8 (above)", "MB": f"{mb(te_int8[True]):.1f}",
                 "cos min": f"{pc['cos_min']:.4f}", "speedup b16": f"{opt16.speedup:.2f}x"}]  # fmt: skip
 for label, kwargs in options.items():
@@ -457,15 +464,33 @@ for label, kwargs in options.items():
                                 threads=THREADS, warmup=2, runs=5)  # fmt: skip
     option_rows.append({"option": label, "MB": f"{mb(out):.1f}", "cos min": f"{p['cos_min']:.4f}",
                         "speedup b16": f"{c.speedup:.2f}x"})  # fmt: skip
+    option_values[label] = (p["cos_min"], c.speedup)
     measure.record(lesson="02", model="text_encoder", variant=label, path=out,
                    metrics={**p, "speedup_vs_optimized_b16": c.speedup}, options={k: str(v) for k, v in kwargs.items()})  # fmt: skip
 show_table(option_rows)
 
-# %% [markdown]
-# **What to notice.** Read the table row by row against the first: which option buys precision
-# (a higher worst-case cosine) and what it costs in size or speed on *this* CPU. Excluding a
-# handful of sensitive nodes is the usual first fix when drift is too large; lesson 04 shows how
-# to find them with `qdq_loss_debug` instead of guessing.
+# %%
+passing = {k: v for k, v in option_values.items() if v[0] >= 0.99}
+best = max(passing, key=lambda k: passing[k][1]) if passing else None
+display(
+    Markdown(
+        "**What to notice.** Read the table row by row against the first: which option buys precision "
+        "(a higher worst-case cosine) and what it costs in size or speed on *this* CPU. "
+        + (
+            f"Here only *{best}* keeps every sentence at cosine ≥ 0.99 (worst {passing[best][0]:.4f}), at "
+            f"{passing[best][1]:.2f}x the optimized fp32 speed"
+            + (
+                ": the FFN input projections (384 → 1536) and the first layer are the sensitive part. "
+                if "FFN inputs" in best
+                else ". "
+            )
+            if best
+            else "No option here keeps every sentence at cosine ≥ 0.99. "
+        )
+        + "We found that set by trying a few candidates against the fp32 embeddings; lesson 04 shows how "
+        "to find sensitive nodes systematically, layer by layer, with `qdq_loss_debug`."
+    )
+)
 #
 # ## 6. Results
 #
