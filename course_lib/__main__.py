@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from .runner import DEFAULT_TIMEOUT
+
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_ORDER = ("moons_mlp", "fashion_resnet18")
 
@@ -37,13 +39,23 @@ def prepare(progress: bool = True) -> dict:
     print(msg, flush=True)
     report["data_source"] = ds.source.kind
 
+    said: list[str] = []  # what loading and exporting had to say: nothing means all was cached
+
+    def log(message: str) -> None:
+        said.append(message)
+        print(message, flush=True)
+
     for name in MODEL_ORDER:
         t0 = time.perf_counter()
-        status = models.cache_status(name)
-        trained = models.load_model(name, progress=progress)
-        path = models.ensure_onnx(name)
-        trained = models.load_model(name, train=False)  # re-read: ensure_onnx recorded the export
-        action = "cached" if status == "ok" else f"trained ({status})"
+        said.clear()
+        trained = models.ensure_model(name, progress=progress, log=log)
+        path = models.onnx_path(name)
+        if not said:
+            action = "cached"
+        elif any(m.startswith("Training") for m in said):
+            action = "trained and exported"
+        else:
+            action = "exported"
         line = (
             f"{name}: {action}; test accuracy {trained.test_accuracy:.2%}; training took "
             f"{_fmt_seconds(trained.meta['train_seconds'])}; ONNX {path.name} "
@@ -201,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="prepare, then execute every notebook into build/")
     r.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
     r.add_argument("--build", type=Path, default=ROOT / "build")
-    r.add_argument("--timeout", type=int, default=900, help="seconds per notebook")
+    r.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds per notebook")
     args = parser.parse_args(argv)
     if args.command == "prepare":
         prepare(progress=not args.no_progress)

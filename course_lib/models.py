@@ -589,27 +589,31 @@ def parity_inputs(name: str, n: int = 256) -> np.ndarray:
 PARITY_ATOL = 1e-4
 
 
-def ensure_onnx(name: str, train: bool = True, log: Callable[[str], None] = print) -> Path:
-    """The model's verified ONNX file, exported (and parity-checked) if missing or out of date."""
-    trained = load_model(name, train=train, log=log)
+def ensure_model(
+    name: str, train: bool = True, progress: bool = True, log: Callable[[str], None] = print
+) -> TrainedModel:
+    """The verified model and its verified ONNX export, training and exporting only what is missing.
+
+    The export is redone (and parity-checked against PyTorch) when the file is missing, does not
+    match the hash recorded with the weights, or was made by another exporter.
+    """
+    trained = load_model(name, train=train, progress=progress, log=log)
     path = onnx_path(name)
     recorded = trained.meta.get("onnx", {})
-    if (
-        path.exists()
-        and recorded.get("sha256") == sha256_file(path)
-        and recorded.get("exporter") == ONNX_EXPORTER
-    ):
-        return path
-    if path.exists() and recorded.get("sha256") == sha256_file(path):
+    found = sha256_file(path) if path.exists() else None
+    if found is not None and found == recorded.get("sha256"):
+        if recorded.get("exporter") == ONNX_EXPORTER:
+            return trained
         log(
             f"{path.name} was made by the {recorded.get('exporter', 'torchscript')} exporter; exporting again."
         )
-    elif path.exists():
+    elif found is not None:
         log(f"{path.name} does not match the cached weights' export record; exporting again.")
     elif recorded:
         log(f"{path.name} is missing; exporting again.")
     export_onnx(trained, path)
-    diff = onnx_parity(trained, path, parity_inputs(name))
+    inputs = parity_inputs(name)
+    diff = onnx_parity(trained, path, inputs)
     if diff > PARITY_ATOL:
         raise RuntimeError(
             f"ONNX export of {name} disagrees with PyTorch: max |diff| = {diff:.2e} > {PARITY_ATOL:.0e}."
@@ -621,7 +625,13 @@ def ensure_onnx(name: str, train: bool = True, log: Callable[[str], None] = prin
         "opset": ONNX_OPSET,
         "exporter": ONNX_EXPORTER,
         "parity_max_abs_diff": diff,
-        "parity_samples": len(parity_inputs(name)),
+        "parity_samples": len(inputs),
     }
     atomic_write(_meta_path(name), lambda p: p.write_text(json.dumps(trained.meta, indent=2)))
-    return path
+    return trained
+
+
+def ensure_onnx(name: str, train: bool = True, log: Callable[[str], None] = print) -> Path:
+    """The model's verified ONNX file, exported (and parity-checked) if missing or out of date."""
+    ensure_model(name, train=train, log=log)
+    return onnx_path(name)
