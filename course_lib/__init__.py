@@ -5,11 +5,14 @@ can keep the quantization calls themselves in plain sight. One module per idea:
 
     data      Fashion-MNIST (sources, checksums, one preprocessing, splits) and two moons
     models    the demo models: build, train, cache (atomic, verified), export to ONNX
+    calibration  CalibrationDataReaders that check what they feed (ArrayReader, DatasetReader)
+    measure   size and graph facts, latency, peak memory, parity, the results store
     hardware  the CPU features that matter for INT8, ONNX Runtime's providers
     explorers ipywidgets explorers (imported by notebooks, never by the modules above)
 """
 
-from . import affine, checks, explore, measure, text_encoder
+from . import affine, calibration, checks, explore, measure, text_encoder
+from .calibration import ArrayReader, CalibrationError, DatasetReader
 from .data import (
     CLASS_NAMES,
     ChecksumError,
@@ -36,7 +39,11 @@ from .models import (
 
 __all__ = [
     "CLASS_NAMES",
+    "ArrayReader",
+    "CalibrationError",
+    "DatasetReader",
     "affine",
+    "calibration",
     "checks",
     "explore",
     "measure",

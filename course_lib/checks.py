@@ -272,3 +272,68 @@ def check_max_abs_drift(answer: float, int8_path, fp32_path, inputs: np.ndarray)
     if np.isclose(float(answer), float(diff.mean()), rtol=1e-4):
         return CheckResult(False, f"{answer:.4f} is the mean; take the maximum, {expected:.4f}.")
     return CheckResult(False, f"Got {answer}, expected {expected:.4f}: np.abs(int8 - fp32).max().")
+
+
+def check_quantize_linear_count(answer: int, qdq_path) -> CheckResult:
+    """Exercise: how many QuantizeLinear nodes a static QDQ model holds (one per quantized tensor)."""
+    from .measure import model_facts
+
+    if answer is None:
+        return CheckResult(False, "No answer yet: replace None with your computation.")
+    counts = model_facts(qdq_path).op_counts
+    expected, deq = counts.get("QuantizeLinear", 0), counts.get("DequantizeLinear", 0)
+    if int(answer) == expected:
+        return CheckResult(
+            True,
+            f"{expected} QuantizeLinear nodes, one per activation tensor with a calibrated range; "
+            f"{deq} DequantizeLinear nodes, because the weights (stored as int8) are only dequantized.",
+        )
+    hint = (
+        " You counted the DequantizeLinear nodes: weights have those but no QuantizeLinear."
+        if (int(answer) == deq)
+        else ""
+    )
+    return CheckResult(False, f"Got {answer}, expected {expected}.{hint} Read op_counts['QuantizeLinear'].")
+
+
+def check_reader(reader, expected_reader) -> CheckResult:
+    """Exercise: a hand-written CalibrationDataReader must feed exactly what `expected_reader` feeds."""
+    if reader is None:
+        return CheckResult(False, "No answer yet: create your reader.")
+    if not callable(getattr(reader, "get_next", None)):
+        return CheckResult(
+            False, "A CalibrationDataReader needs a get_next() method returning a dict or None."
+        )
+    got, want = [], []
+    for source, sink in ((reader, got), (expected_reader, want)):
+        for _ in range(100_000):
+            feed = source.get_next()
+            if feed is None:
+                break
+            sink.append(feed)
+        else:
+            return CheckResult(False, "get_next() never returned None: return None when the data runs out.")
+    if hasattr(expected_reader, "rewind"):
+        expected_reader.rewind()
+    if not got:
+        return CheckResult(False, "get_next() returned None at once: the reader fed no data.")
+    if not isinstance(got[0], dict):
+        return CheckResult(
+            False, f"get_next() returned a {type(got[0]).__name__}; return {{input_name: batch}}."
+        )
+    if list(got[0]) != list(want[0]):
+        return CheckResult(False, f"Fed inputs {list(got[0])}; the model's input is {list(want[0])}.")
+    name = next(iter(want[0]))
+    a = np.concatenate([np.asarray(f[name]) for f in got])
+    b = np.concatenate([np.asarray(f[name]) for f in want])
+    if a.dtype != b.dtype:
+        return CheckResult(False, f"Fed dtype {a.dtype}; the model expects {b.dtype}.")
+    if a.shape != b.shape:
+        return CheckResult(False, f"Fed {a.shape[0]} samples of shape {a.shape[1:]}; expected {b.shape}.")
+    if not np.array_equal(a, b):
+        return CheckResult(
+            False, "Right shape and dtype, different values: feed the production preprocessing."
+        )
+    return CheckResult(
+        True, f"Your reader fed {len(got)} batches, {a.shape[0]} samples, exactly as expected."
+    )

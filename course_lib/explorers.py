@@ -6,6 +6,7 @@ Nothing in course_lib imports this module; notebooks do.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -265,3 +266,110 @@ def granularity_explorer(weights, layer: str | None = None):
     box.add_class("granularity-explorer")
     display(box)
     return box
+
+
+METHOD_COLORS = {"MinMax": "tab:blue", "Entropy": "tab:orange", "Percentile": "tab:green"}
+
+
+def describe_ranges(name: str, values: np.ndarray, ranges: dict[str, tuple[float, float]]) -> str:
+    """One line per method: its range and the share of `values` it would clip."""
+    from .calibration import clipped_fraction
+
+    parts = [
+        f"{method} [{low:.3g}, {high:.3g}] clips {clipped_fraction(values, low, high):.3%}"
+        for method, (low, high) in ranges.items()
+    ]
+    return f"<b>{name}</b>: {values.size:,} values in [{values.min():.3g}, {values.max():.3g}]; " + "; ".join(
+        parts
+    )
+
+
+def plot_ranges(name: str, values: np.ndarray, ranges: dict[str, tuple[float, float]], log: bool = True):
+    """The tensor's histogram with each method's range drawn as a pair of vertical lines."""
+    import matplotlib.pyplot as plt
+
+    from .calibration import clipped_fraction
+
+    v = np.asarray(values).ravel()
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    ax.hist(v, bins=200, color="0.55", log=log)
+    for k, (method, (low, high)) in enumerate(ranges.items()):
+        color = METHOD_COLORS.get(method, f"C{k + 3}")
+        label = f"{method}: [{low:.3g}, {high:.3g}], clips {clipped_fraction(v, low, high):.2%}"
+        ax.axvline(low, color=color, linestyle=("-", "--", ":")[k % 3], label=label)
+        ax.axvline(high, color=color, linestyle=("-", "--", ":")[k % 3])
+    ax.set_xlabel("activation value")
+    ax.set_ylabel("count (log)" if log else "count")
+    ax.set_title(f"{name}: where each calibration method puts the range", fontsize=10)
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def calibration_explorer(
+    values: dict[str, np.ndarray],
+    ranges: dict[str, dict[str, tuple[float, float]]],
+    tensor: str | None = None,
+):
+    """Pick an activation tensor; see its histogram on real inputs and the range each calibration
+    method chose, with the share of values each would clip.
+
+    values: {tensor: real activation values} (e.g. from `calibration.activation_values`);
+    ranges: {tensor: {method: (low, high)}} (from `calibration.calibration_ranges`).
+    Returns the widget; its `.children` are the controls, a status line and the plot output.
+    """
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    names = [n for n in values if n in ranges]
+    if not names:
+        raise ValueError("No tensor has both values and ranges: pass the same names to both.")
+    if tensor is not None and tensor not in names:
+        raise ValueError(f"tensor {tensor!r} is not one of {', '.join(names)}.")
+    pick = widgets.Dropdown(options=names, value=tensor or names[0], description="tensor")
+    methods = widgets.SelectMultiple(options=list(next(iter(ranges.values()))), description="methods", rows=3)
+    methods.value = tuple(methods.options)
+    log = widgets.Checkbox(value=True, description="log counts")
+    status = widgets.HTML()
+
+    def draw(name, chosen, log_scale):
+        shown = {m: r for m, r in ranges[name].items() if m in chosen}
+        status.value = describe_ranges(name, values[name], shown)
+        plot_ranges(name, values[name], shown, log=log_scale)
+        plt.show()
+
+    out = widgets.interactive_output(draw, {"name": pick, "chosen": methods, "log_scale": log})
+    box = widgets.VBox([widgets.HBox([pick, methods, log]), status, out])
+    box.add_class("calibration-explorer")
+    display(box)
+    return box
+
+
+def plot_subgraph(path, first: int = 8, title: str = "", ax=None):
+    """The first `first` nodes of an ONNX graph, top to bottom, each box naming its op type;
+    initializer inputs (weights, scales, zero points) are listed small beside it."""
+    import matplotlib.pyplot as plt
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    weights = {t.name for t in graph.initializer}
+    nodes = list(graph.node)[:first]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4, 0.75 * len(nodes) + 0.6))
+    ax.set_xlim(0, 1)
+    ax.set_ylim(len(nodes), -0.6)
+    ax.axis("off")
+    colors = {"QuantizeLinear": "#f6c26b", "DequantizeLinear": "#9fd3a7"}
+    for i, node in enumerate(nodes):
+        color = colors.get(node.op_type, "#cfe0f5" if node.op_type.startswith("QLinear") else "#e6e6e6")
+        ax.text(0.32, i, node.op_type, ha="center", va="center", fontsize=9,
+                bbox={"boxstyle": "round", "facecolor": color, "edgecolor": "0.4"})  # fmt: skip
+        consts = [n for n in node.input if n in weights]
+        if consts:
+            short = ", ".join(c.split("/")[-1][:18] for c in consts[:3]) + (" …" if len(consts) > 3 else "")
+            ax.text(0.62, i, short, ha="left", va="center", fontsize=6.5, color="0.35")
+        if i:
+            ax.annotate("", xy=(0.32, i - 0.28), xytext=(0.32, i - 0.72), arrowprops={"arrowstyle": "->"})
+    ax.set_title(title or Path(str(path)).name, fontsize=9)
+    return ax

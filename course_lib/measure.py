@@ -248,9 +248,14 @@ def physical_cores() -> int:
     return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
 
 
-def make_session(path: str | Path, threads: int | None = None) -> ort.InferenceSession:
+def make_session(path: str | Path, threads: int | None = None, spinning: bool = True) -> ort.InferenceSession:
     """A CPU session with `threads` intra-op threads (default: physical cores) and one inter-op
-    thread, so that two measurements differ only in the model, never in the threading."""
+    thread, so that two measurements differ only in the model, never in the threading.
+
+    `spinning=False` stops ONNX Runtime's idle threads from busy-waiting for the next run. Keep
+    the default when timing ONNX models against each other; turn it off when another runtime
+    (PyTorch) runs in turn on the same cores, or its threads wait for cores that ours spin on.
+    """
     threads = physical_cores() if threads is None else threads
     if not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a whole number >= 1; got {threads!r}. Pass e.g. threads=1.")
@@ -258,6 +263,8 @@ def make_session(path: str | Path, threads: int | None = None) -> ort.InferenceS
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if not spinning:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
 
 
@@ -304,19 +311,52 @@ def latency_from_samples(
     )
 
 
-def _open(model: str | Path | ort.InferenceSession, threads: int | None) -> tuple[Any, int, str]:
-    """A session, its intra-op thread count and a label, from a path or a ready session."""
+class TorchRunner:
+    """A PyTorch module behind the two methods timing uses (`run(None, feed)`, `get_inputs()`),
+    so that `measure_latency` and `compare_latency` can time it, interleaved with an ONNX model,
+    on the same feed dict. The feed's arrays go to `module` as positional tensors, in
+    `input_names` order, under `torch.inference_mode()` with `threads` intra-op threads."""
+
+    def __init__(self, module: Any, input_names: Sequence[str], threads: int | None = None, name: str = ""):
+        threads = physical_cores() if threads is None else threads
+        if not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads must be a whole number >= 1; got {threads!r}.")
+        self.module, self.input_names, self.threads = module, tuple(input_names), threads
+        self.name = name or type(module).__name__
+
+    def get_inputs(self) -> list[Any]:
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(name=n) for n in self.input_names]
+
+    def run(self, output_names: Any, feed: Feed) -> list[np.ndarray]:
+        import torch
+
+        if torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
+        with torch.inference_mode():
+            out = self.module(*(torch.from_numpy(np.asarray(feed[n])) for n in self.input_names))
+        return [out.numpy()]
+
+
+def _open(
+    model: str | Path | ort.InferenceSession | TorchRunner, threads: int | None, spinning: bool = True
+) -> tuple[Any, int, str]:
+    """A session, its intra-op thread count and a label, from a path or a ready session/runner."""
     if isinstance(model, str | Path):
-        session = make_session(model, threads)
+        session = make_session(model, threads, spinning=spinning)
         return session, session.get_session_options().intra_op_num_threads, Path(model).name
-    found = model.get_session_options().intra_op_num_threads
+    if isinstance(model, TorchRunner):
+        found, label = model.threads, model.name
+    else:
+        found = model.get_session_options().intra_op_num_threads
+        label = Path(getattr(model, "_model_path", "") or "session").name
     if threads is not None and threads != found:
         raise ValueError(
-            f"threads={threads} was asked for, but the session given was created with "
-            f"intra_op_num_threads={found}. Pass the model's path instead (the session is then made "
-            "with the threads asked for), or leave threads out."
+            f"threads={threads} was asked for, but the {type(model).__name__} given runs with "
+            f"{found} intra-op threads. Pass the model's path instead (the session is then made "
+            "with the threads asked for), make it with the same threads, or leave threads out."
         )
-    label = Path(getattr(model, "_model_path", "") or "session").name
     return model, found, label
 
 
@@ -472,35 +512,53 @@ def compare_latency(
     warmup: int = 10,
     runs: int = 50,
     confidence: float = 0.9,
+    spinning: bool | None = None,
+    block: int = 5,
 ) -> LatencyComparison:
-    """Time two models run by run in turn (A B A B …) on the same feed.
+    """Time two models in turn (A×block, B×block, A×block, …) on the same feed.
 
-    Alternating means a noisy neighbour, a frequency change or a background job hits both
+    Taking turns means a noisy neighbour, a frequency change or a background job hits both
     models alike instead of whichever happened to run second. The first name is the baseline
     (e.g. {"fp32": fp32_path, "int8": int8_path}); see `LatencyComparison` for the ratio and its
-    interval (a paired bootstrap over the interleaved runs).
+    interval (a paired bootstrap over the runs, paired in the order they were taken).
+
+    Why blocks, not single runs: after a run, ONNX Runtime's idle threads keep spinning for tens
+    of milliseconds, waiting for more work. Alternating run by run, each model then runs while
+    the other's threads still hold the cores (measured on 2 cores: a ResNet18 batch took 40 ms
+    instead of 18). So each turn starts with one untimed switch-over run, then times `block` runs.
+
+    `spinning` applies to ONNX Runtime sessions made here from paths. By default (None) it is on,
+    unless one side is a `TorchRunner`: PyTorch's threads and ONNX Runtime's would otherwise wait
+    on each other's spinning.
     """
     _check_counts(warmup, runs)
+    if not isinstance(block, int) or block < 1:
+        raise ValueError(f"block must be a whole number >= 1 (timed runs per turn); got {block!r}.")
     if len(models_to_compare) != 2:
         raise ValueError(
             f"compare_latency compares exactly two models; got {len(models_to_compare)} "
             f"({', '.join(models_to_compare)}). Pass e.g. {{'fp32': fp32_path, 'int8': int8_path}}."
         )
     names = list(models_to_compare)
-    opened = {name: _open(m, threads) for name, m in models_to_compare.items()}
+    if spinning is None:
+        spinning = not any(isinstance(m, TorchRunner) for m in models_to_compare.values())
+    opened = {name: _open(m, threads, spinning) for name, m in models_to_compare.items()}
     feed = _feed_for(inputs, 1 if batch_size is None else batch_size)
     batch = {name: _check_feed(session, feed) for name, (session, _, _) in opened.items()}[names[0]]
 
     samples: dict[str, list[float]] = {name: [] for name in names}
     with _gc_paused():
-        for round_ in range(warmup + runs):
+        for _ in range(warmup):  # the first runs allocate buffers and pick kernels: not timed
+            for name in names:
+                opened[name][0].run(None, feed)
+        while len(samples[names[0]]) < runs:
             for name in names:
                 session = opened[name][0]
-                start = time.perf_counter()
-                session.run(None, feed)
-                elapsed = time.perf_counter() - start
-                if round_ >= warmup:  # the first rounds only warm up, as in measure_latency
-                    samples[name].append(elapsed)
+                session.run(None, feed)  # switch-over: the other model's threads may still spin
+                for _ in range(min(block, runs - len(samples[name]))):
+                    start = time.perf_counter()
+                    session.run(None, feed)
+                    samples[name].append(time.perf_counter() - start)
 
     latency = {
         name: latency_from_samples(
@@ -526,10 +584,8 @@ def compare_latency(
 # --------------------------------------------------------------------------------------------
 # Runs in a fresh interpreter: only numpy and onnxruntime are imported, so the baseline is small
 # and nothing the notebook allocated earlier counts. Prints one JSON line.
-_MEMORY_CHILD = r"""
-import json, sys
-import numpy as np
-import onnxruntime as ort
+_MEMORY_HELPERS = r"""
+import sys
 
 def high_water_bytes():  # peak resident memory of this process so far, in bytes
     try:  # Linux: VmHWM belongs to this process image. ru_maxrss does not: after fork + exec it
@@ -556,6 +612,12 @@ def reset_high_water():  # Linux: restart the peak from the current size (import
     except OSError:
         pass
 
+"""
+
+_MEMORY_CHILD = (
+    "import json, sys\nimport numpy as np\nimport onnxruntime as ort\n"
+    + _MEMORY_HELPERS
+    + r"""
 model, inputs, threads, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 with np.load(inputs) as archive:
     feed = {name: archive[name] for name in archive.files}
@@ -570,6 +632,7 @@ for _ in range(runs):
     session.run(None, feed)
 print(json.dumps({"baseline": baseline, "after_load": after_load, "peak": high_water_bytes()}))
 """
+)
 
 
 @dataclass
@@ -655,6 +718,50 @@ def peak_memory(
         after_load_bytes=found["after_load"],
         peak_bytes=found["peak"],
     )
+
+
+def _call_measured(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple[Any, int, int, float]:
+    """Runs in the child process of `peak_memory_of`."""
+    probe: dict[str, Any] = {}
+    exec(_MEMORY_HELPERS, probe)
+    probe["reset_high_water"]()
+    baseline = probe["high_water_bytes"]()
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, baseline, probe["high_water_bytes"](), time.perf_counter() - start
+
+
+@dataclass
+class CallMemory:
+    """Peak resident memory (bytes) and wall time of one call, run in a fresh process."""
+
+    what: str
+    baseline_bytes: int  # resident size when the call started (imports and arguments loaded)
+    peak_bytes: int
+    seconds: float
+
+    @property
+    def increase_bytes(self) -> int:
+        return self.peak_bytes - self.baseline_bytes
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "increase_bytes": self.increase_bytes}
+
+
+def peak_memory_of(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, CallMemory]:
+    """Call `fn(*args, **kwargs)` in a fresh (spawned) Python process; return its result and the
+    peak memory the call added there, e.g. what `quantize_static` needs while it calibrates.
+
+    A fresh process, because a notebook's own peak (and memory Python keeps after freeing it) would
+    hide the call's. `fn`, the arguments and the result must be picklable: a module-level function
+    such as `quantize_static`, paths, arrays, a `course_lib.calibration` reader.
+    """
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        result, baseline, peak, seconds = pool.apply(_call_measured, (fn, args, kwargs))
+    what = getattr(fn, "__qualname__", repr(fn))
+    return result, CallMemory(what=what, baseline_bytes=baseline, peak_bytes=peak, seconds=seconds)
 
 
 # --------------------------------------------------------------------------------------------
@@ -922,3 +1029,13 @@ def load_results(lesson: str | None = None, same_environment: bool = True) -> li
         and (lesson is None or e.get("lesson") == str(lesson))
         and (wanted is None or (e.get("environment") or {}).get("hash") == wanted)
     ]
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """A Markdown table from a list of dicts: the keys of the first row are the columns."""
+    if not rows:
+        return "(no rows)"
+    cols = list(rows[0])
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
+    return "\n".join(lines)

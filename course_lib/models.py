@@ -525,12 +525,26 @@ def _example_input(name: str, n: int = 2) -> torch.Tensor:
     return torch.zeros((n, *spec.example_shape), dtype=torch.float32)
 
 
-def export_onnx(trained: TrainedModel, path: Path | None = None, exporter: str = ONNX_EXPORTER) -> Path:
+def export_onnx(
+    trained: TrainedModel,
+    path: Path | None = None,
+    exporter: str = ONNX_EXPORTER,
+    keep_batchnorm: bool = False,
+) -> Path:
     """Export with `torch.onnx.export`: named input/output, dynamic batch, one self-contained file.
 
     The file carries the preprocessing and class names in metadata_props and is checked with
-    `onnx.checker` before it replaces any earlier export.
+    `onnx.checker` before it replaces any earlier export. `exporter` is "dynamo" (the course's
+    default) or "torchscript" (the older exporter); with "torchscript", `keep_batchnorm=True`
+    turns off constant folding so that BatchNormalization nodes stay in the graph, as many
+    exports found in the wild have them (lesson 03 shows `quant_pre_process` fusing them).
     """
+    if exporter not in ("dynamo", "torchscript"):
+        raise ValueError(f"exporter must be 'dynamo' or 'torchscript'; got {exporter!r}.")
+    if keep_batchnorm and exporter != "torchscript":
+        raise ValueError(
+            "keep_batchnorm=True needs exporter='torchscript' (the dynamo exporter always folds)."
+        )
     import onnx
 
     spec = _spec(trained.name)
@@ -554,6 +568,8 @@ def export_onnx(trained: TrainedModel, path: Path | None = None, exporter: str =
                 dynamo=False,
                 dynamic_axes={spec.input_name: {0: "batch"}, spec.output_name: {0: "batch"}},
             )
+            if keep_batchnorm:
+                kwargs.update(do_constant_folding=False, training=torch.onnx.TrainingMode.PRESERVE)
         with torch.no_grad():
             torch.onnx.export(trained.module.eval(), (_example_input(trained.name),), str(tmp), **kwargs)
         model = onnx.load(str(tmp))

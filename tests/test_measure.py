@@ -182,7 +182,7 @@ def test_latency_from_a_feed_dict_or_a_session_respects_threads(tiny):
     assert session.get_session_options().intra_op_num_threads == 2
     assert session.get_session_options().inter_op_num_threads == 1
     check_latency(measure.measure_latency(session, make_inputs, warmup=1, runs=5), runs=5, batch=1, threads=2)
-    with pytest.raises(ValueError, match="created with intra_op_num_threads=2"):
+    with pytest.raises(ValueError, match="runs with 2 intra-op threads"):
         measure.measure_latency(session, make_inputs, threads=1)
 
 
@@ -219,8 +219,9 @@ class FakeSession:
 def test_compare_latency_interleaves_runs_and_reports_the_ratio_of_medians():
     log = []
     fast, slow = FakeSession("int8", log, 0.0005), FakeSession("fp32", log, 0.002)
-    result = measure.compare_latency({"fp32": slow, "int8": fast}, make_inputs, warmup=2, runs=20)
-    assert log == ["fp32", "int8"] * 22  # A B A B …, warm-up rounds included
+    result = measure.compare_latency({"fp32": slow, "int8": fast}, make_inputs, warmup=2, runs=20, block=5)
+    # Warm-up A B A B, then turns of one switch-over run + 5 timed runs each: A×6 B×6, four times.
+    assert log == ["fp32", "int8"] * 2 + (["fp32"] * 6 + ["int8"] * 6) * 4
     assert set(result.latency) == {"fp32", "int8"} and result.baseline == "fp32"
     for lat in result.latency.values():
         check_latency(lat, runs=20, batch=1, threads=1)
@@ -241,6 +242,46 @@ def test_compare_latency_on_real_models(tiny):
     assert result.speedup_low <= result.speedup <= result.speedup_high
     with pytest.raises(ValueError, match="exactly two models"):
         measure.compare_latency({"fp32": tiny.fp32}, make_inputs)
+    with pytest.raises(ValueError, match="block must be a whole number >= 1"):
+        measure.compare_latency({"fp32": tiny.fp32, "int8": tiny.dynamic}, make_inputs, block=0)
+
+
+def test_compare_latency_takes_exactly_the_runs_asked_for_in_uneven_turns():
+    log = []
+    a, b = FakeSession("a", log, 0), FakeSession("b", log, 0)
+    result = measure.compare_latency({"a": a, "b": b}, make_inputs, warmup=0, runs=7, block=5)
+    assert log == ["a"] * 6 + ["b"] * 6 + ["a"] * 3 + ["b"] * 3  # 5 + 2 timed runs each
+    assert result.latency["a"].runs == result.latency["b"].runs == 7
+
+
+def test_a_pytorch_module_is_timed_interleaved_with_its_onnx_export(tiny):
+    import torch
+
+    weights = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(tiny.fp32)).graph.initializer}
+
+    class Same(torch.nn.Module):  # the tiny ONNX model's computation, in PyTorch
+        def forward(self, x):
+            h = torch.relu(x @ torch.from_numpy(weights["W1"]) + torch.from_numpy(weights["B1"]))
+            return h @ torch.from_numpy(weights["W2"])
+
+    runner = measure.TorchRunner(Same(), ["x"], threads=1, name="torch")
+    feed = make_inputs(8)
+    onnx_out = measure.make_session(tiny.fp32, threads=1).run(None, feed)[0]
+    np.testing.assert_allclose(runner.run(None, feed)[0], onnx_out, rtol=1e-5, atol=1e-5)
+    result = measure.compare_latency({"torch": runner, "onnx": tiny.fp32}, make_inputs, threads=1, runs=5)
+    assert result.latency["torch"].threads == 1 and result.latency["torch"].runs == 5
+    with pytest.raises(ValueError, match="runs with 1 intra-op threads"):
+        measure.measure_latency(runner, make_inputs, threads=2)
+    with pytest.raises(ValueError, match="threads must be a whole number"):
+        measure.TorchRunner(Same(), ["x"], threads=0)
+
+
+def test_sessions_can_stop_spinning_for_fair_turns_with_another_runtime(tiny):
+    entry = "session.intra_op.allow_spinning"
+    quiet = measure.make_session(tiny.fp32, threads=1, spinning=False)
+    assert quiet.get_session_options().get_session_config_entry(entry) == "0"
+    with pytest.raises(Exception, match="does not have configuration"):  # spinning: ONNX Runtime's default
+        measure.make_session(tiny.fp32, threads=1).get_session_options().get_session_config_entry(entry)
 
 
 def test_bootstrap_interval_of_identical_sides_is_one():
@@ -399,3 +440,17 @@ def test_record_refuses_values_json_cannot_hold_and_leaves_the_file_alone(store)
     with pytest.raises(TypeError, match="Cannot store a object in the results file"):
         measure.record("03", "tiny", "fp32", {"ms": object()})
     assert store.read_text() == before
+
+
+def allocate_and_sum(megabytes: int) -> float:
+    """Touches `megabytes` MB of memory, returns a small result (run in peak_memory_of's child)."""
+    return float(np.ones(megabytes * 1024 * 1024 // 8).sum())
+
+
+def test_peak_memory_of_a_call_counts_what_the_call_allocates():
+    result, mem = measure.peak_memory_of(allocate_and_sum, 300)
+    assert result == 300 * 1024 * 1024 // 8
+    assert 290e6 < mem.increase_bytes < 450e6
+    assert mem.seconds > 0 and mem.what == "allocate_and_sum"
+    _, small = measure.peak_memory_of(allocate_and_sum, 10)
+    assert small.increase_bytes < 100e6

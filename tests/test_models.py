@@ -193,3 +193,17 @@ def test_resnet_onnx_carries_its_preprocessing_and_class_names():
     rebuilt = data.Preprocessing.from_dict(json.loads(props["preprocessing"]))
     images, _ = data.load_split("validation")
     assert np.array_equal(rebuilt(images[:4]), data.preprocess(images[:4]))
+
+
+def test_a_torchscript_export_can_keep_its_batchnorms_and_still_match_pytorch(tmp_path):
+    trained = models.load_model("fashion_resnet18", train=False)
+    path = models.export_onnx(trained, tmp_path / "legacy.onnx", exporter="torchscript", keep_batchnorm=True)
+    ops = [n.op_type for n in onnx.load(path).graph.node]
+    assert ops.count("BatchNormalization") == 20  # one after each of ResNet18's 20 convolutions
+    assert models.onnx_parity(trained, path, models.parity_inputs("fashion_resnet18", n=64)) <= 1e-4
+    folded = models.export_onnx(trained, tmp_path / "folded.onnx", exporter="torchscript")
+    assert "BatchNormalization" not in [n.op_type for n in onnx.load(folded).graph.node]
+    with pytest.raises(ValueError, match="needs exporter='torchscript'"):
+        models.export_onnx(trained, tmp_path / "x.onnx", keep_batchnorm=True)
+    with pytest.raises(ValueError, match="exporter must be"):
+        models.export_onnx(trained, tmp_path / "x.onnx", exporter="tf2onnx")

