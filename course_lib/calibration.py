@@ -585,6 +585,14 @@ class DatasetReader(ArrayReader):
 # What calibration decides: the ranges, and what they clip
 # --------------------------------------------------------------------------------------------
 METHODS = ("MinMax", "Entropy", "Percentile")
+# The calibrator options quantize_static passes on (its extra_options key -> the calibrator's).
+QUANTIZE_STATIC_KEYS = {
+    "CalibTensorRangeSymmetric": "symmetric",
+    "CalibMovingAverage": "moving_average",
+    "CalibMovingAverageConstant": "averaging_constant",
+    "CalibMaxIntermediateOutputs": "max_intermediate_outputs",
+    "CalibPercentile": "percentile",
+}
 
 
 def calibration_ranges(
@@ -597,9 +605,10 @@ def calibration_ranges(
     """The activation range each calibration method picks: {tensor: {method: (low, high)}}.
 
     Runs ONNX Runtime's own calibrators (the ones `quantize_static` uses) on `reader`, which is
-    rewound before each method. `extra_options` go to the calibrators as `quantize_static` would
-    pass them (e.g. {"CalibNumBins": 2048} or {"CalibPercentile": 99.99}). `tensors` keeps only
-    those names (default: every tensor ONNX Runtime calibrates).
+    rewound before each method. `extra_options` takes `quantize_static`'s keys (e.g.
+    {"CalibPercentile": 99.99}, translated as quantize_static translates them) and the
+    calibrators' own keys, which quantize_static cannot pass on (e.g. {"num_bins": 2048} for
+    Entropy). `tensors` keeps only those names (default: every tensor ONNX Runtime calibrates).
     """
     import tempfile
 
@@ -618,7 +627,7 @@ def calibration_ranges(
                 Path(model),
                 augmented_model_path=str(Path(tmp) / "augmented.onnx"),
                 calibrate_method=CalibrationMethod[method],
-                extra_options=dict(extra_options or {}),
+                extra_options={QUANTIZE_STATIC_KEYS.get(k, k): v for k, v in (extra_options or {}).items()},
             )
             calibrator.collect_data(reader)
             computed = calibrator.compute_data()
@@ -661,10 +670,14 @@ def clipped_fraction(values: np.ndarray, low: float, high: float) -> float:
 
 
 def quantized_ranges(qdq_model: str | os.PathLike) -> dict[str, tuple[float, float]]:
-    """The float range each per-tensor QuantizeLinear of a QDQ model can represent: {tensor: (low, high)}.
+    """The float values each per-tensor QuantizeLinear of a QDQ model stores without clipping:
+    {tensor: (low, high)}.
 
-    low = (qmin - zero_point) * scale, high = (qmax - zero_point) * scale, for uint8 or int8.
-    These are the ranges calibration wrote into the file: values outside them saturate.
+    low = (qmin - zero_point - 0.5) * scale and high = (qmax - zero_point + 0.5) * scale, for
+    uint8 or int8: a value inside rounds to a level within its half step; a value outside is
+    stored as the end level, with a larger error: it saturates. (The half step matters: the zero
+    point is rounded to an integer, so the calibrated minimum itself may sit a fraction of a step
+    outside the levels, and on images that minimum, the background, is most of the pixels.)
     """
     from onnx import numpy_helper
 
@@ -682,7 +695,7 @@ def quantized_ranges(qdq_model: str | os.PathLike) -> dict[str, tuple[float, flo
         info = np.iinfo(dtype)
         z = int(zero.reshape(-1)[0]) if zero is not None else 0
         s = float(scale.reshape(-1)[0])
-        ranges[node.input[0]] = ((info.min - z) * s, (info.max - z) * s)
+        ranges[node.input[0]] = ((info.min - z - 0.5) * s, (info.max - z + 0.5) * s)
     return ranges
 
 

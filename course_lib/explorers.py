@@ -373,3 +373,88 @@ def plot_subgraph(path, first: int = 8, title: str = "", ax=None):
             ax.annotate("", xy=(0.32, i - 0.28), xytext=(0.32, i - 0.72), arrowprops={"arrowstyle": "->"})
     ax.set_title(title or Path(str(path)).name, fontsize=9)
     return ax
+
+
+def disagreement_page(
+    reference_logits, candidate_logits, order: str = "fp32 margin", page: int = 0, per_page: int = 12
+):
+    """The disagreements between two models' top-1 answers, sorted, one page of them.
+
+    Returns (indices on this page, number of disagreements, number of pages). `order`: "fp32
+    margin" (least sure first), "int8 margin" or "index".
+    """
+    from .measure import margin
+
+    ref, cand = np.asarray(reference_logits), np.asarray(candidate_logits)
+    idx = np.flatnonzero(ref.argmax(1) != cand.argmax(1))
+    keys = {"fp32 margin": margin(ref[idx]), "int8 margin": margin(cand[idx]), "index": idx}
+    if order not in keys:
+        raise ValueError(f"order must be one of {', '.join(keys)}; got {order!r}.")
+    idx = idx[np.argsort(keys[order], kind="stable")]
+    pages = max(1, -(-len(idx) // per_page))
+    page = int(np.clip(page, 0, pages - 1))
+    return idx[page * per_page : (page + 1) * per_page], len(idx), pages
+
+
+def plot_disagreements(images, labels, indices, reference_logits, candidate_logits, columns: int = 6):
+    """Each image with its label, fp32's answer and int8's, and how sure each was (margin)."""
+    import matplotlib.pyplot as plt
+
+    from .measure import margin
+
+    rows = max(1, -(-len(indices) // columns))
+    fig, axes = plt.subplots(rows, columns, figsize=(2.1 * columns, 2.45 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for k, i in enumerate(indices):
+        ref, cand = reference_logits[i], candidate_logits[i]
+        r, c = int(ref.argmax()), int(cand.argmax())
+        ax = axes.flat[k]
+        ax.imshow(images[i], cmap="gray_r", vmin=0, vmax=255)
+        names = _data.CLASS_NAMES
+        ax.set_title(
+            f"#{i} true: {names[labels[i]]}\nfp32: {names[r]} ({margin(ref):.2f})\nint8: {names[c]} ({margin(cand):.2f})",
+            fontsize=7,
+            color="black" if c == labels[i] else "crimson",
+        )
+    fig.tight_layout()
+    return fig
+
+
+def disagreement_browser(images, labels, reference_logits, candidates: dict, per_page: int = 12):
+    """Browse the images where fp32 and an INT8 variant disagree: both answers and margins
+    (probability of the top class minus the runner-up's; the title is red when int8 is wrong).
+
+    candidates: {variant name: its logits on the same images}.
+    Returns the widget; its `.children` are the controls, a status line and the plot output.
+    """
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    if not candidates:
+        raise ValueError("Pass at least one variant: candidates={'int8': logits}.")
+    variant = widgets.Dropdown(options=list(candidates), description="variant")
+    order = widgets.Dropdown(options=["fp32 margin", "int8 margin", "index"], description="sort by")
+    page = widgets.IntSlider(value=0, min=0, max=0, description="page", continuous_update=False)
+    status = widgets.HTML()
+
+    def draw(name, sort_by, page_no):
+        cand = candidates[name]
+        shown, n, pages = disagreement_page(reference_logits, cand, sort_by, page_no, per_page)
+        page.max = pages - 1
+        wrong = int(np.sum(np.asarray(cand).argmax(1)[shown] != np.asarray(labels)[shown]))
+        status.value = (
+            f"<b>{name}</b>: {n:,} disagreements with fp32 in {len(labels):,} images "
+            f"({n / len(labels):.2%}); page {min(page_no, pages - 1) + 1} of {pages}, sorted by {sort_by}; "
+            f"int8 wrong on {wrong} of the {len(shown)} shown"
+        )
+        if len(shown):
+            plot_disagreements(images, labels, shown, reference_logits, cand)
+            plt.show()
+
+    out = widgets.interactive_output(draw, {"name": variant, "sort_by": order, "page_no": page})
+    box = widgets.VBox([widgets.HBox([variant, order, page]), status, out])
+    box.add_class("disagreement-browser")
+    display(box)
+    return box

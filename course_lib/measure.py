@@ -1039,3 +1039,61 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Deciding: the acceptance rule, margins, disagreements
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Verdict:
+    """The acceptance rule applied to one candidate (seed 000's thresholds by default)."""
+
+    passes: bool
+    drop_points: float  # reference accuracy minus candidate accuracy, in percentage points
+    agreement: float
+    advice: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def acceptance(
+    p: Parity,
+    *,
+    max_drop_points: float = 0.5,
+    min_agreement: float = 0.99,
+    review_points: float = 1.0,
+    per_channel_points: float = 3.0,
+) -> Verdict:
+    """Pass when accuracy drops at most `max_drop_points` and top-1 agreement exceeds
+    `min_agreement`. Over `review_points` of drop: review the calibration set first; over
+    `per_channel_points`: per_channel is often missing. Needs a Parity computed with labels."""
+    if p.reference_accuracy is None or p.candidate_accuracy is None:
+        raise ValueError(
+            "acceptance needs accuracies: compute the parity with labels, parity(ref, cand, labels)."
+        )
+    drop = 100 * (p.reference_accuracy - p.candidate_accuracy)
+    passes = drop <= max_drop_points and p.agreement > min_agreement
+    if passes:
+        advice = "passes"
+    elif drop > per_channel_points:
+        advice = f"drop over {per_channel_points:g} points: per_channel is often missing"
+    elif drop > review_points:
+        advice = f"drop over {review_points:g} point: review the calibration set first"
+    elif drop > max_drop_points:
+        advice = f"drop over {max_drop_points:g} points: not accepted"
+    else:
+        advice = f"agreement {p.agreement:.2%} not above {min_agreement:.0%}: the models decide differently"
+    return Verdict(passes=passes, drop_points=drop, agreement=p.agreement, advice=advice)
+
+
+def softmax(logits: Any) -> np.ndarray:
+    z = np.asarray(logits, dtype=np.float64)
+    z = np.exp(z - z.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)
+
+
+def margin(logits: Any) -> np.ndarray:
+    """Per row: probability of the top class minus that of the runner-up (0: a coin toss, 1: sure)."""
+    p = np.sort(softmax(logits), axis=-1)
+    return p[..., -1] - p[..., -2]

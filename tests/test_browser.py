@@ -220,3 +220,51 @@ def test_affine_explorers_respond(browser, lab):
     gran.screenshot(path=str(out / "01_granularity_explorer.png"))
     page.screenshot(path=str(out / "01_affine_encoding.png"))
     page.close()
+
+
+def test_calibration_explorer_responds(browser, lab):
+    page = open_and_run_all(browser, lab, "03_static_qdq.ipynb", timeout_s=600)
+    explorer = page.locator(".calibration-explorer")
+    explorer.wait_for(timeout=60_000)
+    status = explorer.locator(".widget-html").first
+    plot = explorer.locator(".jp-OutputArea-output img").last
+    plot.wait_for(timeout=60_000)
+    text, src = status.inner_text(), plot.get_attribute("src")
+    assert "MinMax [" in text and "Percentile [" in text and "clips" in text
+    dropdown = explorer.locator(".widget-dropdown select").first
+    first_tensor = dropdown.locator("option").first.inner_text()
+    assert first_tensor not in text.split(":")[0]  # the notebook opens it on another tensor
+    dropdown.select_option(index=0)
+    wait_until(
+        lambda: status.inner_text().startswith(first_tensor + ":"), "the status line to name the tensor"
+    )
+    wait_until(lambda: plot.get_attribute("src") != src, "the histogram to be redrawn")
+    explorer.scroll_into_view_if_needed()
+    out = ROOT / "build" / "screenshots"
+    out.mkdir(parents=True, exist_ok=True)
+    explorer.screenshot(path=str(out / "03_calibration_explorer.png"))
+    page.close()
+
+
+def test_disagreement_browser_responds(browser, lab):
+    page = open_and_run_all(browser, lab, "04_parity.ipynb", timeout_s=600)
+    widget = page.locator(".disagreement-browser")
+    widget.wait_for(timeout=60_000)
+    status = widget.locator(".widget-html").first
+    plot = widget.locator(".jp-OutputArea-output img").last
+    plot.wait_for(timeout=60_000)
+    text, src = status.inner_text(), plot.get_attribute("src")
+    assert text.startswith("per-channel:") and "disagreements with fp32 in 10,000 images" in text
+    widget.locator(".widget-dropdown select").first.select_option(label="weak calibration")
+    wait_until(
+        lambda: status.inner_text().startswith("weak calibration:"), "the status line to name the variant"
+    )
+    assert int(status.inner_text().split(": ")[1].split()[0].replace(",", "")) > int(
+        text.split(": ")[1].split()[0].replace(",", "")
+    )  # the badly calibrated model disagrees more often
+    wait_until(lambda: plot.get_attribute("src") != src, "the images to be redrawn")
+    widget.scroll_into_view_if_needed()
+    out = ROOT / "build" / "screenshots"
+    out.mkdir(parents=True, exist_ok=True)
+    widget.screenshot(path=str(out / "04_disagreement_browser.png"))
+    page.close()

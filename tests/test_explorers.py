@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import course_lib as cl
-from course_lib import affine, explore
+from course_lib import affine, explore, explorers
 
 
 @pytest.fixture(scope="module")
@@ -237,3 +237,90 @@ def test_granularity_study_agrees_with_affine(resnet_weights):
         explore.granularity_study(w, "per-row")
     with pytest.raises(ValueError, match="dtype must be one of"):
         explore.granularity_study(w, dtype="int3")
+
+
+# ------------------------------------------------------------------ calibration explorer, subgraph
+def test_describe_ranges_reports_each_methods_clipped_share():
+    values = np.concatenate([np.zeros(990), np.full(10, 5.0)]).astype(np.float32)
+    line = explorers.describe_ranges("relu_7", values, {"MinMax": (0.0, 5.0), "Percentile": (0.0, 1.0)})
+    assert "<b>relu_7</b>: 1,000 values in [0, 5]" in line
+    assert "MinMax [0, 5] clips 0.000%" in line and "Percentile [0, 1] clips 1.000%" in line
+
+
+def test_calibration_explorer_draws_the_chosen_tensor_and_refuses_unknown_ones():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    rng = np.random.default_rng(0)
+    values = {
+        "a": rng.standard_normal(500).astype(np.float32),
+        "b": rng.exponential(size=500).astype(np.float32),
+    }
+    ranges = {
+        n: {"MinMax": (float(v.min()), float(v.max())), "Percentile": (0.0, 1.0)} for n, v in values.items()
+    }
+    box = explorers.calibration_explorer(values, ranges, tensor="b")
+    controls, status = box.children[0].children, box.children[1]
+    assert controls[0].value == "b" and "<b>b</b>" in status.value
+    controls[0].value = "a"  # choosing another tensor redraws the status line for it
+    assert "<b>a</b>" in status.value and "MinMax" in status.value
+    controls[1].value = ("Percentile",)
+    assert "MinMax" not in status.value and "Percentile" in status.value
+    with pytest.raises(ValueError, match="not one of a, b"):
+        explorers.calibration_explorer(values, ranges, tensor="c")
+    with pytest.raises(ValueError, match="No tensor has both"):
+        explorers.calibration_explorer({"x": values["a"]}, ranges)
+
+
+def test_plot_subgraph_labels_the_first_nodes_in_order(tmp_path):
+    import matplotlib
+    import onnx
+    from onnx import TensorProto, helper
+
+    matplotlib.use("Agg")
+    nodes = [
+        helper.make_node(op, [f"t{i}"], [f"t{i + 1}"]) for i, op in enumerate(["Relu", "Neg", "Abs", "Relu"])
+    ]
+    graph = helper.make_graph(
+        nodes, "chain", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("t4", TensorProto.FLOAT, [2])],
+    )  # fmt: skip
+    path = tmp_path / "chain.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    ax = explorers.plot_subgraph(path, first=3)
+    labels = [t.get_text() for t in ax.texts if t.get_text()]  # arrows are empty annotations
+    assert labels == ["Relu", "Neg", "Abs"]
+    assert ax.get_title() == "chain.onnx"
+
+
+def test_disagreement_page_lists_only_disagreements_least_sure_first():
+    ref = np.array([[3.0, 0, 0], [1.0, 0.9, 0], [0, 2.0, 0], [0.2, 0.1, 0], [0, 0, 1.0]])
+    cand = np.array([[0, 3.0, 0], [0.9, 1.0, 0], [0, 2.0, 0], [0.1, 0.2, 0], [0, 0, 1.0]])
+    shown, n, pages = explorers.disagreement_page(ref, cand, "fp32 margin", 0, per_page=2)
+    assert n == 3 and pages == 2
+    assert list(shown) == [3, 1]  # rows 3 and 1 are the least sure; row 0 (sure, yet flipped) comes last
+    assert list(explorers.disagreement_page(ref, cand, "fp32 margin", 1, per_page=2)[0]) == [0]
+    assert list(explorers.disagreement_page(ref, cand, "index", 5, per_page=2)[0]) == [
+        3
+    ]  # clamped to the last
+    with pytest.raises(ValueError, match="order must be one of"):
+        explorers.disagreement_page(ref, cand, "loss")
+
+
+def test_disagreement_browser_switches_variants():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    images = np.zeros((4, 28, 28), np.uint8)
+    labels = np.array([0, 1, 2, 3])
+    ref = np.eye(10)[[0, 1, 2, 3]] * 5
+    one = ref.copy()
+    one[1] = np.eye(10)[5] * 5  # disagrees on image 1
+    two = np.eye(10)[[4, 4, 4, 3]] * 5  # disagrees on 0, 1, 2
+    box = explorers.disagreement_browser(images, labels, ref, {"one": one, "two": two})
+    controls, status = box.children[0].children, box.children[1]
+    assert "<b>one</b>: 1 disagreements" in status.value and "(25.00%)" in status.value
+    controls[0].value = "two"
+    assert "<b>two</b>: 3 disagreements" in status.value and "int8 wrong on 3 of the 3 shown" in status.value
+    with pytest.raises(ValueError, match="at least one variant"):
+        explorers.disagreement_browser(images, labels, ref, {})

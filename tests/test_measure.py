@@ -454,3 +454,42 @@ def test_peak_memory_of_a_call_counts_what_the_call_allocates():
     assert mem.seconds > 0 and mem.what == "allocate_and_sum"
     _, small = measure.peak_memory_of(allocate_and_sum, 10)
     assert small.increase_bytes < 100e6
+
+
+def _parity_with(ref_acc: float, cand_acc: float, agreement: float, n: int = 1000):
+    """A Parity built from counts: n rows, the given accuracies and agreement."""
+    return measure.Parity(n=n, agreement=agreement, disagreements=round((1 - agreement) * n), max_abs_drift=0.0,
+                          mean_abs_drift=0.0, max_rel_drift=0.0, allclose=True, atol=0.05, rtol=0.0, eps=1e-3,
+                          labelled=n, reference_accuracy=ref_acc, candidate_accuracy=cand_acc)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "cand_acc, agreement, passes, advice",
+    [
+        (0.918, 0.995, True, "passes"),
+        (0.9151, 0.995, True, "passes"),  # a drop of 0.49 points
+        (0.914, 0.995, False, "over 0.5 points: not accepted"),
+        (0.918, 0.99, False, "not above 99%"),  # agreement must exceed 99 %
+        (0.905, 0.97, False, "review the calibration set"),
+        (0.88, 0.93, False, "per_channel is often missing"),
+        (0.93, 0.995, True, "passes"),  # int8 better than fp32 is not a drop
+    ],
+)
+def test_acceptance_rule_and_its_advice(cand_acc, agreement, passes, advice):
+    verdict = measure.acceptance(_parity_with(0.92, cand_acc, agreement))
+    assert verdict.passes is passes and advice in verdict.advice
+    assert verdict.drop_points == pytest.approx(100 * (0.92 - cand_acc))
+
+
+def test_acceptance_needs_labels():
+    p = measure.parity(np.eye(3), np.eye(3))
+    with pytest.raises(ValueError, match="compute the parity with labels"):
+        measure.acceptance(p)
+
+
+def test_margin_is_the_gap_between_the_two_most_probable_classes():
+    logits = np.array([[0.0, 0.0, 0.0], [20.0, 0.0, 0.0], [np.log(3), 0.0, -50.0]])
+    m = measure.margin(logits)
+    assert m[0] == pytest.approx(0.0) and m[1] == pytest.approx(1.0, abs=1e-4)
+    assert m[2] == pytest.approx(0.75 - 0.25, abs=1e-6)  # probabilities 3/4 and 1/4
+    np.testing.assert_allclose(measure.softmax(logits).sum(1), 1.0)
