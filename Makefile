@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.course-installed
 
-.PHONY: setup data prepare run test lab lint doctor notebooks clean
+.PHONY: setup data prepare run test lab lint doctor bench report notebooks clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,12 @@ lab: prepare
 
 doctor: setup
 	$(PY) -m course_lib doctor
+
+bench: prepare
+	$(PY) -m course_lib bench
+
+report: setup
+	$(PY) -m course_lib report
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

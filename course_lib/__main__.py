@@ -1,8 +1,10 @@
-"""Command line: `python -m course_lib prepare | doctor | run`.
+"""Command line: `python -m course_lib prepare | doctor | run | bench | report`.
 
 prepare  data, demo models and their ONNX files (idempotent: reuses what is cached and valid)
 doctor   library versions, CPU features for INT8, data source, cached models, what to do next
-run      prepare, then execute every lesson notebook into build/ and print a summary
+run      prepare, then execute every lesson notebook into build/, print a summary, write the report
+bench    every INT8 variant against fp32 (and ONNX Runtime against PyTorch), one interleaved run
+report   what the seeds claim beside what this machine measured: build/report.md and .html
 """
 
 from __future__ import annotations
@@ -201,7 +203,38 @@ def run(notebooks: Path, build: Path, timeout: int) -> int:
     print(
         f"{len(results) - len(failed)} of {len(results)} notebooks ran top to bottom; executed copies in {build / 'notebooks'}"
     )
+    report(build)
     return 1 if failed else 0
+
+
+def report(build: Path) -> int:
+    """Write the course report from the results store; say where it is."""
+    from . import report as course_report
+
+    paths = course_report.write(build)
+    print(f"Course report: {paths['html']} (and {paths['markdown'].name})")
+    return 0
+
+
+def bench(quick: bool, out: Path) -> int:
+    """Run the benchmark, print its table, say where the JSON and the plot are."""
+    from . import bench as course_bench
+    from . import measure
+
+    config = course_bench.QUICK if quick else course_bench.BenchConfig()
+    result = course_bench.run(config, out)
+    print()
+    print(course_bench.table(result))
+    print(
+        f"\n{len(result.rows)} comparisons in {_fmt_seconds(result.seconds)}; {out / 'bench.json'}, {out / 'bench.png'}"
+    )
+    if not quick:
+        for row in result.rows:
+            measure.record(lesson="bench", model=row.model, variant=f"{row.candidate} vs {row.baseline}, batch {row.batch}",
+                           metrics={"speedup": row.speedup, "speedup_low": row.speedup_low,
+                                    "speedup_high": row.speedup_high, "accuracy": row.accuracy,
+                                    "agreement": row.agreement})  # fmt: skip
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,7 +247,20 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
     r.add_argument("--build", type=Path, default=ROOT / "build")
     r.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds per notebook")
+    b = sub.add_parser(
+        "bench", help="every INT8 variant against fp32, timed in turn; JSON and plot in build/bench"
+    )
+    b.add_argument(
+        "--quick", action="store_true", help="a small configuration (a minute): two variants, few runs"
+    )
+    b.add_argument("--out", type=Path, default=ROOT / "build" / "bench")
+    rep = sub.add_parser("report", help="the course report: seed claims beside this machine's measurements")
+    rep.add_argument("--build", type=Path, default=ROOT / "build")
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        return bench(args.quick, args.out)
+    if args.command == "report":
+        return report(args.build)
     if args.command == "prepare":
         prepare(progress=not args.no_progress)
         return 0

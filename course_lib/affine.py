@@ -543,3 +543,53 @@ def integer_matmul(
     multiplier = a_scale * b_scale / out_scale  # float32, one per output column if b is per-column
     out = round_half_to_even(accumulator.astype(np.float32) * multiplier) + np.float32(out_zero_point)
     return _saturate(out, out_dtype), accumulator
+
+
+INT16_MIN, INT16_MAX = -32768, 32767
+
+
+def vpmaddubsw_matmul(qa: ArrayLike, qb: ArrayLike, chunk: int = 64) -> tuple[np.ndarray, int, int]:
+    """A uint8 (M x K) by int8 (K x N) product computed the way AVX2's VPMADDUBSW does it.
+
+    VPMADDUBSW multiplies neighbouring pairs u8·s8 and adds each pair into a **16-bit** sum,
+    saturating to [-32768, 32767]; VPMADDWD then adds those into int32. Two products can reach
+    2·255·127 = 64,770, which does not fit: such a pair saturates and the result is wrong. With
+    7-bit weights (|w| <= 64, ONNX Runtime's reduce_range) a pair is at most 2·255·64 = 32,640.
+    CPUs with VNNI (or ARM's dot product) accumulate into 32 bits directly and never saturate.
+
+    A simulation in numpy, for the lesson: returns (int32 result, saturated pairs, total pairs).
+    """
+    qa, qb = np.asarray(qa), np.asarray(qb)
+    if qa.dtype != np.uint8 or qb.dtype != np.int8:
+        raise ValueError(f"VPMADDUBSW multiplies uint8 by int8; found {qa.dtype} and {qb.dtype}.")
+    if qa.ndim != 2 or qb.ndim != 2 or qa.shape[1] != qb.shape[0]:
+        raise ValueError(f"Expected an (M, K) and a (K, N) matrix; found {qa.shape} and {qb.shape}.")
+    m, k = qa.shape
+    if k % 2:  # pad K to pairs with a zero product
+        qa = np.concatenate([qa, np.zeros((m, 1), np.uint8)], axis=1)
+        qb = np.concatenate([qb, np.zeros((1, qb.shape[1]), np.int8)], axis=0)
+    a = qa.astype(np.int32).reshape(m, -1, 2)  # (M, K/2, 2)
+    b = qb.astype(np.int32).reshape(-1, 2, qb.shape[1])  # (K/2, 2, N)
+    out = np.empty((m, qb.shape[1]), np.int32)
+    saturated = 0
+    for start in range(0, qb.shape[1], chunk):
+        pairs = np.einsum("mkt,ktn->mkn", a, b[:, :, start : start + chunk])  # exact pair sums
+        clipped = np.clip(pairs, INT16_MIN, INT16_MAX)
+        saturated += int((clipped != pairs).sum())
+        out[:, start : start + chunk] = clipped.sum(axis=1)
+    return out, saturated, m * a.shape[1] * qb.shape[1]
+
+
+def im2col(x: ArrayLike, kernel: tuple[int, int], strides=(1, 1), pads=(0, 0, 0, 0)) -> np.ndarray:
+    """The patches a 2-D convolution multiplies, one row per output position: (N·OH·OW, C·kh·kw).
+
+    x: (N, C, H, W); pads as ONNX orders them (top, left, bottom, right). A convolution is then
+    `im2col(x, ...) @ weight.reshape(out_channels, -1).T`, which is how integer kernels see it.
+    """
+    x = np.asarray(x)
+    if x.ndim != 4:
+        raise ValueError(f"im2col expects (N, C, H, W); found shape {x.shape}.")
+    (kh, kw), (sh, sw) = kernel, strides
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]
+    return win.transpose(0, 2, 3, 1, 4, 5).reshape(-1, x.shape[1] * kh * kw)

@@ -382,3 +382,34 @@ def check_acceptance(answer: bool, parity) -> CheckResult:
         f"Check both conditions: the drop is {verdict.drop_points:+.2f} points (limit 0.5) and agreement "
         f"{verdict.agreement:.2%} (must exceed 99%).",
     )
+
+
+def check_feature_count(answer: int) -> CheckResult:
+    """Exercise: how many of the INT8-relevant CPU features this machine has."""
+    from .hardware import cpu_report
+
+    if answer is None:
+        return CheckResult(False, "No answer yet: replace None with your count.")
+    features = cpu_report()["features"]
+    present = [name for name, on in features.items() if on]
+    if int(answer) == len(present):
+        return CheckResult(True, f"{len(present)} of {len(features)}: {', '.join(present) or 'none'}.")
+    return CheckResult(False, f"Got {answer}; count the True values of cpu_report()['features'].")
+
+
+def check_pair_sum(answer: int, weight_bits: int = 7) -> CheckResult:
+    """Exercise: the largest VPMADDUBSW pair sum, 2 x 255 x max|w|, and whether it fits in int16."""
+    if answer is None:
+        return CheckResult(False, "No answer yet: replace None with your computation.")
+    max_w = 2 ** (weight_bits - 1)  # 7 bits: |w| <= 64, as ONNX Runtime's reduce_range stores them
+    expected = 2 * 255 * max_w
+    if int(answer) == expected:
+        fits = expected <= 32767
+        return CheckResult(
+            True,
+            f"{expected:,} {'fits' if fits else 'does not fit'} in a signed 16-bit sum (max 32,767): "
+            + ("no pair can saturate." if fits else "pairs can saturate."),
+        )
+    if int(answer) == 2 * 255 * 127:
+        return CheckResult(False, f"{answer:,} is for full 8-bit weights (|w| <= 127); use |w| <= {max_w}.")
+    return CheckResult(False, f"Got {answer}, expected 2 x 255 x {max_w} = {expected:,}.")

@@ -549,3 +549,39 @@ def test_other_mistakes_are_explained():
         affine.dequantize(np.ones(2), 0.1, 0)
     with pytest.raises(ValueError, match="block_size must be a positive integer"):
         affine.quantize_blockwise(x, 0)
+
+
+def test_vpmaddubsw_saturates_full_range_weights_and_not_reduced_ones():
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 256, size=(16, 33), dtype=np.uint8)  # odd K: padded with a zero pair
+    w = rng.integers(-127, 128, size=(33, 8)).astype(np.int8)
+    exact = a.astype(np.int64) @ w.astype(np.int64)
+    got, saturated, pairs = affine.vpmaddubsw_matmul(a, w, chunk=3)
+    assert pairs == 16 * 17 * 8 and saturated > 0
+    assert not np.array_equal(got, exact)
+    # Rebuild the expected result independently, pair by pair with int16 saturation.
+    a_pad = np.concatenate([a, np.zeros((16, 1), np.uint8)], 1).astype(np.int64)
+    w_pad = np.concatenate([w, np.zeros((1, 8), np.int8)], 0).astype(np.int64)
+    pair = a_pad[:, 0::2, None] * w_pad[None, 0::2] + a_pad[:, 1::2, None] * w_pad[None, 1::2]
+    np.testing.assert_array_equal(got, np.clip(pair, -32768, 32767).sum(1))
+    assert saturated == int((np.abs(pair) > 32767).sum() - (pair == -32768).sum())
+
+    reduced = rng.integers(-64, 65, size=(33, 8)).astype(np.int8)  # reduce_range: 7-bit weights
+    got, saturated, _ = affine.vpmaddubsw_matmul(a, reduced)
+    assert saturated == 0 and np.array_equal(got, a.astype(np.int64) @ reduced.astype(np.int64))
+    with pytest.raises(ValueError, match="uint8 by int8"):
+        affine.vpmaddubsw_matmul(a.astype(np.int8), w)
+
+
+def test_im2col_times_the_weights_is_the_convolution():
+    import torch
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 7, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    cols = affine.im2col(x, (3, 3), strides=(2, 2), pads=(1, 1, 1, 1))  # output 4 x 3 per image
+    ours = (cols @ w.reshape(4, -1).T).reshape(2, 4, 3, 4).transpose(0, 3, 1, 2)  # (N, OH, OW, out) -> NCHW
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), stride=2, padding=1).numpy()
+    np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match=r"expects \(N, C, H, W\)"):
+        affine.im2col(x[0], (3, 3))

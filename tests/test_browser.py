@@ -226,14 +226,17 @@ def test_calibration_explorer_responds(browser, lab):
     page = open_and_run_all(browser, lab, "03_static_qdq.ipynb", timeout_s=600)
     explorer = page.locator(".calibration-explorer")
     explorer.wait_for(timeout=60_000)
+    # JupyterLab skips rendering cells far outside the viewport (their innerText is empty): look at it first.
+    explorer.scroll_into_view_if_needed()
     status = explorer.locator(".widget-html").first
     plot = explorer.locator(".jp-OutputArea-output img").last
     plot.wait_for(timeout=60_000)
+    wait_until(lambda: status.inner_text().strip(), "the status line to render after scrolling")
     text, src = status.inner_text(), plot.get_attribute("src")
     assert "MinMax [" in text and "Percentile [" in text and "clips" in text
     dropdown = explorer.locator(".widget-dropdown select").first
     first_tensor = dropdown.locator("option").first.inner_text()
-    assert first_tensor not in text.split(":")[0]  # the notebook opens it on another tensor
+    assert text.split(":")[0] != first_tensor  # the notebook opens it on another tensor
     dropdown.select_option(index=0)
     wait_until(
         lambda: status.inner_text().startswith(first_tensor + ":"), "the status line to name the tensor"
@@ -250,9 +253,11 @@ def test_disagreement_browser_responds(browser, lab):
     page = open_and_run_all(browser, lab, "04_parity.ipynb", timeout_s=600)
     widget = page.locator(".disagreement-browser")
     widget.wait_for(timeout=60_000)
+    widget.scroll_into_view_if_needed()  # off-screen cells are not rendered, so their text reads empty
     status = widget.locator(".widget-html").first
     plot = widget.locator(".jp-OutputArea-output img").last
     plot.wait_for(timeout=60_000)
+    wait_until(lambda: status.inner_text().strip(), "the status line to render after scrolling")
     text, src = status.inner_text(), plot.get_attribute("src")
     assert text.startswith("per-channel:") and "disagreements with fp32 in 10,000 images" in text
     widget.locator(".widget-dropdown select").first.select_option(label="weak calibration")

@@ -312,7 +312,7 @@ values = calibration.activation_values(pre, {"input": val_x}, shown)  # real inp
 # as the range's end.
 
 # %%
-calibration_explorer(values, {name: ranges[name] for name in shown}, tensor=shown[1])
+explorer = calibration_explorer(values, {name: ranges[name] for name in shown}, tensor=shown[1])
 
 # %%
 mid = ranges[shown[1]]

@@ -325,7 +325,9 @@ display(
 # first, with both answers and margins (red: INT8 is wrong).
 
 # %%
-disagreement_browser(test_images, test_labels, ref["test"], {name: logits[name]["test"] for name in variants})
+browser = disagreement_browser(
+    test_images, test_labels, ref["test"], {name: logits[name]["test"] for name in variants}
+)
 
 # %% [markdown]
 # ## 6. Debugging with `qdq_loss_debug`

@@ -1,0 +1,311 @@
+"""The course benchmark: every variant, one run, ratios from interleaved timings.
+
+`python -m course_lib bench` builds (or rebuilds, in seconds) the INT8 variants of the
+ResNet18 and the text encoder that the lessons made, and times each against its fp32
+baseline with `measure.compare_latency` (turns in blocks, the same feed, fixed threads): a
+ratio and its interval always come from the same runs as the medians printed beside it.
+ONNX Runtime is also set against PyTorch on the same weights: fp32 against fp32, and
+ONNX Runtime's INT8 against PyTorch's dynamic INT8 (`torch.ao`).
+
+A benchmark, not a test: it prints figures and writes them (JSON and a plot) under build/bench.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import data, measure, models
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# name -> (kind, quantize options). Static variants: QDQ unless quant_format says otherwise,
+# calibrated on 200 production-preprocessed images.
+RESNET_VARIANTS: dict[str, tuple[str, dict]] = {
+    "dynamic (QUInt8)": ("dynamic", {"weight_type": "QUInt8"}),
+    "static U8S8 per-channel": ("static", {"activation_type": "QUInt8", "per_channel": True}),
+    "static U8S8 per-channel reduce_range": (
+        "static",
+        {"activation_type": "QUInt8", "per_channel": True, "reduce_range": True},
+    ),
+    "static U8S8 per-tensor": ("static", {"activation_type": "QUInt8", "per_channel": False}),
+    "static S8S8 per-channel": ("static", {"activation_type": "QInt8", "per_channel": True}),
+    "static S8S8 per-channel reduce_range": (
+        "static",
+        {"activation_type": "QInt8", "per_channel": True, "reduce_range": True},
+    ),
+    "QOperator U8S8 per-channel": (
+        "static",
+        {"activation_type": "QUInt8", "per_channel": True, "quant_format": "QOperator"},
+    ),
+}
+BEST_RESNET = "static U8S8 per-channel"
+
+
+@dataclass
+class BenchConfig:
+    """What to measure. The defaults are the full benchmark; `QUICK` is for tests."""
+
+    batch_sizes: tuple[int, ...] = (1, 64)
+    runs: int = 20
+    warmup: int = 3
+    threads: int | None = None  # None: physical cores
+    eval_images: int = 10_000  # test images for accuracy and agreement
+    variants: tuple[str, ...] = tuple(RESNET_VARIANTS)
+    text_encoder: bool = True
+    text_batches: tuple[int, ...] = (1, 16)
+    text_sequence: int = 128
+    text_runs: int = 8
+    pytorch: bool = True
+
+
+QUICK = BenchConfig(
+    batch_sizes=(1, 8), runs=3, warmup=1, eval_images=200, variants=("dynamic (QUInt8)", BEST_RESNET),
+    text_encoder=False, pytorch=True,
+)  # fmt: skip
+
+
+@dataclass
+class Row:
+    """One comparison: `candidate` against `baseline`, timed in turn in the same call."""
+
+    model: str
+    batch: int
+    baseline: str
+    candidate: str
+    baseline_ms: float
+    candidate_ms: float
+    candidate_p10_ms: float
+    candidate_p90_ms: float
+    speedup: float  # baseline median / candidate median
+    speedup_low: float
+    speedup_high: float
+    runs: int
+    accuracy: float | None = None  # the candidate's (ResNet18: test accuracy; text encoder: worst cosine)
+    agreement: float | None = None
+    size_mb: float | None = None
+
+
+@dataclass
+class BenchResult:
+    config: dict
+    environment: dict
+    rows: list[Row] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"config": self.config, "environment": self.environment, "seconds": self.seconds,
+                "rows": [asdict(r) for r in self.rows]}  # fmt: skip
+
+
+def _quant_types(options: dict) -> dict:
+    from onnxruntime.quantization import QuantFormat, QuantType
+
+    out = dict(options)
+    for key in ("activation_type", "weight_type"):
+        if key in out:
+            out[key] = QuantType[out[key]]
+    if "quant_format" in out:
+        out["quant_format"] = QuantFormat[out["quant_format"]]
+    return out
+
+
+def build_resnet_variants(
+    directory: Path, names: tuple[str, ...], log: Callable[[str], None] = print
+) -> dict:
+    """fp32 (pre-processed) and the named INT8 variants of the course ResNet18, written to `directory`."""
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_dynamic, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    from .calibration import DatasetReader
+
+    unknown = [n for n in names if n not in RESNET_VARIANTS]
+    if unknown:
+        raise ValueError(f"Unknown variant(s) {unknown}; choose from {', '.join(RESNET_VARIANTS)}.")
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {"fp32": directory / "resnet18.fp32.onnx"}
+    quant_pre_process(str(models.ensure_onnx("fashion_resnet18")), str(paths["fp32"]))
+    reader = DatasetReader(paths["fp32"], count=200, batch_size=20)
+    for name in names:
+        kind, options = RESNET_VARIANTS[name]
+        out = directory / f"resnet18.{name.replace(' ', '_').replace('(', '').replace(')', '')}.onnx"
+        start = time.perf_counter()
+        if kind == "dynamic":
+            quantize_dynamic(paths["fp32"], out, **_quant_types(options))
+        else:
+            reader.rewind()
+            settings = {
+                "quant_format": QuantFormat.QDQ,
+                "weight_type": QuantType.QInt8,
+                **_quant_types(options),
+            }
+            quantize_static(paths["fp32"], out, reader, **settings)
+        log(f"  built {name} in {time.perf_counter() - start:.1f} s")
+        paths[name] = out
+    return paths
+
+
+def _logits(path: Path, x: np.ndarray, threads: int | None, batch: int = 500) -> np.ndarray:
+    session = measure.make_session(path, threads)
+    return np.concatenate(
+        [session.run(None, {"input": x[i : i + batch]})[0] for i in range(0, len(x), batch)]
+    )
+
+
+def _row(model: str, batch: int, comparison: measure.LatencyComparison, **extra) -> Row:
+    base, cand = comparison.latency[comparison.baseline], comparison.latency[comparison.candidate]
+    return Row(model=model, batch=batch, baseline=comparison.baseline, candidate=comparison.candidate,
+               baseline_ms=base.median_ms, candidate_ms=cand.median_ms, candidate_p10_ms=cand.p10_ms,
+               candidate_p90_ms=cand.p90_ms, speedup=comparison.speedup, speedup_low=comparison.speedup_low,
+               speedup_high=comparison.speedup_high, runs=cand.runs, **extra)  # fmt: skip
+
+
+def run(config: BenchConfig | None = None, out_dir: Path | None = None, log: Callable[[str], None] = print):
+    """Build, time and evaluate every variant; write bench.json and bench.png; return the result."""
+    config = config or BenchConfig()
+    warnings.filterwarnings("ignore")
+    logging.getLogger().setLevel(logging.ERROR)  # the quantizer's "please pre-process" on every call
+    out_dir = Path(out_dir or ROOT / "build" / "bench")
+    start = time.perf_counter()
+    result = BenchResult(config=asdict(config), environment=measure.environment_fingerprint())
+    t = config.threads
+
+    log("ResNet18 (Fashion-MNIST): building variants …")
+    paths = build_resnet_variants(out_dir / "models", config.variants, log=log)
+    images, labels = data.load_split("test")
+    x_all = data.preprocess(images[: config.eval_images])
+    y = labels[: config.eval_images]
+    ref = _logits(paths["fp32"], x_all, t)
+    fp32_mb = paths["fp32"].stat().st_size / 1e6
+    for name in config.variants:
+        p = measure.parity(ref, _logits(paths[name], x_all, t), y)
+        for batch in config.batch_sizes:
+            c = measure.compare_latency({"onnxruntime fp32": paths["fp32"], name: paths[name]},
+                                        {"input": x_all[:batch]}, threads=t, warmup=config.warmup, runs=config.runs)  # fmt: skip
+            result.rows.append(_row("ResNet18", batch, c, accuracy=p.candidate_accuracy, agreement=p.agreement,
+                                    size_mb=paths[name].stat().st_size / 1e6))  # fmt: skip
+            log(f"  {name:<38} batch {batch:>3}: {c.speedup:.2f}x fp32")
+    result.config["resnet_fp32"] = {"accuracy": float((ref.argmax(1) == y).mean()), "size_mb": fp32_mb}
+
+    if config.pytorch:
+        import torch
+
+        trained = models.load_model("fashion_resnet18", train=False, log=log)
+        threads = t or measure.physical_cores()
+        torch_fp32 = measure.TorchRunner(
+            trained.module.eval(), ["input"], threads=threads, name="pytorch fp32"
+        )
+        torch_int8 = measure.TorchRunner(
+            torch.ao.quantization.quantize_dynamic(trained.module.eval(), {torch.nn.Linear}, dtype=torch.qint8),
+            ["input"], threads=threads, name="pytorch dynamic int8",
+        )  # fmt: skip
+        best = BEST_RESNET if BEST_RESNET in paths else config.variants[-1]
+        for batch in config.batch_sizes:
+            feed = {"input": x_all[:batch]}
+            for runner, onnx_name in ((torch_fp32, "fp32"), (torch_int8, best)):
+                c = measure.compare_latency({runner.name: runner, f"onnxruntime {onnx_name}": paths[onnx_name]},
+                                            feed, threads=t, warmup=config.warmup, runs=config.runs)  # fmt: skip
+                result.rows.append(_row("ResNet18", batch, c))
+                log(f"  onnxruntime {onnx_name} vs {runner.name}, batch {batch}: {c.speedup:.2f}x")
+
+    if config.text_encoder:
+        result.rows += _bench_text_encoder(config, out_dir / "models", log)
+
+    result.seconds = time.perf_counter() - start
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "bench.json").write_text(json.dumps(result.to_dict(), indent=2))
+    plot(result, out_dir / "bench.png")
+    return result
+
+
+def _bench_text_encoder(config: BenchConfig, directory: Path, log: Callable[[str], None]) -> list[Row]:
+    import onnx
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from . import text_encoder as te
+
+    log("all-MiniLM-L6-v2: dynamic INT8 against the optimized fp32 graph …")
+    paths = te.ensure_onnx(log=log)
+    int8 = directory / "text_encoder.int8.per_channel.onnx"
+    quantize_dynamic(paths["optimized"], int8, weight_type=QuantType.QInt8, per_channel=True,
+                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})  # fmt: skip
+    feed = te.encode(te.load_sentences(max(64, max(config.text_batches))), max_length=config.text_sequence)
+    ref = te.onnx_embed(paths["optimized"], feed)
+    cos_min = float((ref * te.onnx_embed(int8, feed)).sum(1).min())
+    rows = []
+    t = config.threads
+    threads = t or measure.physical_cores()
+    torch.backends.mha.set_fastpath_enabled(False)
+    torch_fp32 = te.load_torch_model()
+    torch_int8 = torch.ao.quantization.quantize_dynamic(torch_fp32, {torch.nn.Linear}, dtype=torch.qint8)
+    runners = {
+        "fp32": measure.TorchRunner(torch_fp32, te.INPUT_NAMES, threads=threads, name="pytorch fp32"),
+        "int8": measure.TorchRunner(torch_int8, te.INPUT_NAMES, threads=threads, name="pytorch dynamic int8"),
+    }
+    model = f"MiniLM-L6 (seq {config.text_sequence})"
+    for batch in config.text_batches:
+        batch_feed = {k: v[:batch] for k, v in feed.items()}
+        c = measure.compare_latency({"onnxruntime fp32 (optimized)": paths["optimized"], "dynamic int8 per-channel": int8},
+                                    batch_feed, threads=t, warmup=config.warmup, runs=config.text_runs)  # fmt: skip
+        rows.append(_row(model, batch, c, accuracy=cos_min, size_mb=int8.stat().st_size / 1e6))
+        log(f"  dynamic int8 per-channel, batch {batch}: {c.speedup:.2f}x fp32")
+        if config.pytorch:
+            for kind, onnx_path in (("fp32", paths["optimized"]), ("int8", int8)):
+                c = measure.compare_latency({runners[kind].name: runners[kind], f"onnxruntime {kind}": onnx_path},
+                                            batch_feed, threads=t, warmup=config.warmup, runs=config.text_runs)  # fmt: skip
+                rows.append(_row(model, batch, c))
+                log(f"  onnxruntime {kind} vs {runners[kind].name}, batch {batch}: {c.speedup:.2f}x")
+    return rows
+
+
+def table(result: BenchResult) -> str:
+    """The result as a fixed-width text table, one line per comparison."""
+    head = f"{'model':<20} {'batch':>5}  {'candidate':<38} {'baseline':<30} {'base ms':>8} {'cand ms':>8} " \
+           f"{'p10-p90 ms':>15} {'ratio':>6} {'interval':>11} {'acc/cos':>7} {'agree':>7} {'MB':>6}"  # fmt: skip
+    lines = [head, "-" * len(head)]
+    for r in result.rows:
+        lines.append(
+            f"{r.model:<20} {r.batch:>5}  {r.candidate:<38} {r.baseline:<30} {r.baseline_ms:>8.2f} "
+            f"{r.candidate_ms:>8.2f} {f'{r.candidate_p10_ms:.2f}-{r.candidate_p90_ms:.2f}':>15} "
+            f"{r.speedup:>5.2f}x {f'{r.speedup_low:.2f}-{r.speedup_high:.2f}':>11} "
+            f"{'' if r.accuracy is None else f'{r.accuracy:.4f}':>7} "
+            f"{'' if r.agreement is None else f'{r.agreement:.2%}':>7} "
+            f"{'' if r.size_mb is None else f'{r.size_mb:.1f}':>6}"
+        )
+    lines.append(
+        "ratio = baseline median / candidate median (above 1: the candidate is faster), from the same "
+        "interleaved runs; interval: 90% paired bootstrap."
+    )
+    return "\n".join(lines)
+
+
+def plot(result: BenchResult, path: Path) -> Path:
+    """A horizontal bar per comparison: the ratio with its interval, 1.0 marked."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    rows = result.rows
+    fig, ax = plt.subplots(figsize=(9, 0.32 * len(rows) + 1.2))
+    y = np.arange(len(rows))
+    ratios = np.array([r.speedup for r in rows])
+    err = np.array([[r.speedup - r.speedup_low for r in rows], [r.speedup_high - r.speedup for r in rows]])
+    ax.barh(y, ratios, xerr=err, color=["tab:green" if v >= 1 else "tab:red" for v in ratios], alpha=0.8)
+    ax.axvline(1.0, color="black", lw=0.8)
+    ax.set_yticks(y, [f"{r.model}, b{r.batch}: {r.candidate} vs {r.baseline}" for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("speed ratio (baseline time / candidate time)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
