@@ -15,6 +15,21 @@ from . import data as _data
 Predictor = Callable[[np.ndarray], np.ndarray]  # uint8 images (N, 28, 28) -> predicted class ids
 
 
+def _panel(rows: list, status, out, css_class: str = ""):
+    """Rows of controls, a status line and the plot output in one box, shown and returned.
+
+    The CSS class lets a browser test find the explorer; returning the box lets a notebook keep it.
+    """
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    box = widgets.VBox([*(widgets.HBox(row) for row in rows), status, out])
+    if css_class:
+        box.add_class(css_class)
+    display(box)
+    return box
+
+
 def sample_page(split: str = "test", class_id: int | None = None, page: int = 0, per_page: int = 24):
     """One page of a split's images, optionally of one class: (images, labels, indices, n_matching)."""
     images, labels = _data.load_split(split)
@@ -56,7 +71,6 @@ def sample_browser(predict: Predictor | None = None, per_page: int = 24):
     """
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
-    from IPython.display import display
 
     split = widgets.Dropdown(
         options=["test", "validation", "calibration", "train"], value="test", description="split"
@@ -90,9 +104,7 @@ def sample_browser(predict: Predictor | None = None, per_page: int = 24):
     cls.observe(update_page_range, "value")
     update_page_range()
     out = widgets.interactive_output(draw, {"split_name": split, "class_id": cls, "page_no": page})
-    box = widgets.VBox([widgets.HBox([split, cls, page]), status, out])
-    display(box)
-    return box
+    return _panel([[split, cls, page]], status, out)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -145,7 +157,6 @@ def quantization_error_explorer(
     """
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
-    from IPython.display import display
 
     from . import explore
 
@@ -189,18 +200,8 @@ def quantization_error_explorer(
         "low": low, "high": high,
     }  # fmt: skip
     out = widgets.interactive_output(draw, controls)
-    box = widgets.VBox(
-        [
-            widgets.HBox([distribution, outliers, magnitude]),
-            widgets.HBox([bits, signed, symmetric]),
-            widgets.HBox([method, percentile, low, high]),
-            status,
-            out,
-        ]
-    )
-    box.add_class("quantization-error-explorer")
-    display(box)
-    return box
+    rows = [[distribution, outliers, magnitude], [bits, signed, symmetric], [method, percentile, low, high]]
+    return _panel(rows, status, out, "quantization-error-explorer")
 
 
 def plot_granularity(study, reference, name: str = ""):
@@ -232,7 +233,6 @@ def granularity_explorer(weights, layer: str | None = None):
     """
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
-    from IPython.display import display
 
     from . import explore
 
@@ -262,10 +262,7 @@ def granularity_explorer(weights, layer: str | None = None):
     out = widgets.interactive_output(
         draw, {"layer": layer, "granularity": granularity, "block": block, "dtype": dtype}
     )
-    box = widgets.VBox([widgets.HBox([layer, granularity, block, dtype]), status, out])
-    box.add_class("granularity-explorer")
-    display(box)
-    return box
+    return _panel([[layer, granularity, block, dtype]], status, out, "granularity-explorer")
 
 
 METHOD_COLORS = {"MinMax": "tab:blue", "Entropy": "tab:orange", "Percentile": "tab:green"}
@@ -320,7 +317,6 @@ def calibration_explorer(
     """
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
-    from IPython.display import display
 
     names = [n for n in values if n in ranges]
     if not names:
@@ -340,10 +336,7 @@ def calibration_explorer(
         plt.show()
 
     out = widgets.interactive_output(draw, {"name": pick, "chosen": methods, "log_scale": log})
-    box = widgets.VBox([widgets.HBox([pick, methods, log]), status, out])
-    box.add_class("calibration-explorer")
-    display(box)
-    return box
+    return _panel([[pick, methods, log]], status, out, "calibration-explorer")
 
 
 def plot_subgraph(path, first: int = 8, title: str = "", ax=None):
@@ -430,7 +423,6 @@ def disagreement_browser(images, labels, reference_logits, candidates: dict, per
     """
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
-    from IPython.display import display
 
     if not candidates:
         raise ValueError("Pass at least one variant: candidates={'int8': logits}.")
@@ -454,7 +446,4 @@ def disagreement_browser(images, labels, reference_logits, candidates: dict, per
             plt.show()
 
     out = widgets.interactive_output(draw, {"name": variant, "sort_by": order, "page_no": page})
-    box = widgets.VBox([widgets.HBox([variant, order, page]), status, out])
-    box.add_class("disagreement-browser")
-    display(box)
-    return box
+    return _panel([[variant, order, page]], status, out, "disagreement-browser")

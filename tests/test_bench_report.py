@@ -105,3 +105,23 @@ def test_report_writes_both_files(tmp_path):
     assert paths["markdown"].read_text().startswith("# onnx-quant-course")
     assert "<html>" in paths["html"].read_text()
     assert "not measured yet" in paths["markdown"].read_text()
+
+
+def test_the_hardware_claim_compares_int8_with_fp32_only():
+    entries = [
+        _entry(
+            "bench", "ResNet18", "static U8S8 per-channel vs onnxruntime fp32, batch 64", {"speedup": 1.5}
+        ),
+        _entry(
+            "bench",
+            "ResNet18",
+            "onnxruntime static U8S8 per-channel vs pytorch dynamic int8, batch 1",
+            {"speedup": 5.4},
+        ),  # fmt: skip
+        _entry("05", "text_encoder", "dynamic int8 per-channel, seq 256", {"speedup": 2.1}),
+    ]
+    (claim,) = {s["lesson"]: s for s in report.build(entries, ENV)["sections"]}["05"]["claims"]
+    assert (
+        claim["measured here"]
+        == "best INT8/fp32 ratio measured: 2.10x (text_encoder, dynamic int8 per-channel, seq 256)"
+    )

@@ -110,6 +110,22 @@ def wait_until(condition, what: str, timeout_s: float = 60) -> None:
     pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
 
 
+def shown_widget(page, selector: str):
+    """The widget `selector` scrolled into view, its status line and plot: (widget, status, plot, text, src).
+
+    JupyterLab skips rendering cells far outside the viewport (their text reads empty), so the widget is
+    scrolled into view and its status line waited for before anything is read.
+    """
+    widget = page.locator(selector)
+    widget.wait_for(timeout=60_000)
+    widget.scroll_into_view_if_needed()
+    status = widget.locator(".widget-html").first
+    plot = widget.locator(".jp-OutputArea-output img").last
+    plot.wait_for(timeout=60_000)
+    wait_until(lambda: status.inner_text().strip(), f"the status line of {selector} to render")
+    return widget, status, plot, status.inner_text(), plot.get_attribute("src")
+
+
 def open_and_run_all(browser, lab, notebook: str, timeout_s: int = 300):
     url, token = lab
     page = browser.new_page()
@@ -224,15 +240,7 @@ def test_affine_explorers_respond(browser, lab):
 
 def test_calibration_explorer_responds(browser, lab):
     page = open_and_run_all(browser, lab, "03_static_qdq.ipynb", timeout_s=600)
-    explorer = page.locator(".calibration-explorer")
-    explorer.wait_for(timeout=60_000)
-    # JupyterLab skips rendering cells far outside the viewport (their innerText is empty): look at it first.
-    explorer.scroll_into_view_if_needed()
-    status = explorer.locator(".widget-html").first
-    plot = explorer.locator(".jp-OutputArea-output img").last
-    plot.wait_for(timeout=60_000)
-    wait_until(lambda: status.inner_text().strip(), "the status line to render after scrolling")
-    text, src = status.inner_text(), plot.get_attribute("src")
+    explorer, status, plot, text, src = shown_widget(page, ".calibration-explorer")
     assert "MinMax [" in text and "Percentile [" in text and "clips" in text
     dropdown = explorer.locator(".widget-dropdown select").first
     first_tensor = dropdown.locator("option").first.inner_text()
@@ -251,14 +259,7 @@ def test_calibration_explorer_responds(browser, lab):
 
 def test_disagreement_browser_responds(browser, lab):
     page = open_and_run_all(browser, lab, "04_parity.ipynb", timeout_s=600)
-    widget = page.locator(".disagreement-browser")
-    widget.wait_for(timeout=60_000)
-    widget.scroll_into_view_if_needed()  # off-screen cells are not rendered, so their text reads empty
-    status = widget.locator(".widget-html").first
-    plot = widget.locator(".jp-OutputArea-output img").last
-    plot.wait_for(timeout=60_000)
-    wait_until(lambda: status.inner_text().strip(), "the status line to render after scrolling")
-    text, src = status.inner_text(), plot.get_attribute("src")
+    widget, status, plot, text, src = shown_widget(page, ".disagreement-browser")
     assert text.startswith("per-channel:") and "disagreements with fp32 in 10,000 images" in text
     widget.locator(".widget-dropdown select").first.select_option(label="weak calibration")
     wait_until(
