@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.course-installed
 
-.PHONY: setup data prepare run test lab lint doctor bench report notebooks clean
+.PHONY: setup data prepare run test lab lint doctor bench report student notebooks clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,10 @@ bench: prepare
 
 report: setup
 	$(PY) -m course_lib report
+
+# The student edition: exercise solutions removed, self-checks kept (build/student/).
+student: $(STAMP)
+	$(PY) -m course_lib student
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -5,6 +5,7 @@ doctor   library versions, CPU features for INT8, data source, cached models, wh
 run      prepare, then execute every lesson notebook into build/, print a summary, write the report
 bench    every INT8 variant against fp32 (and ONNX Runtime against PyTorch), one interleaved run
 report   what the seeds claim beside what this machine measured: build/report.md and .html
+student  the student edition: every lesson without its exercise solutions, under build/student/
 """
 
 from __future__ import annotations
@@ -256,7 +257,18 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--out", type=Path, default=ROOT / "build" / "bench")
     rep = sub.add_parser("report", help="the course report: seed claims beside this machine's measurements")
     rep.add_argument("--build", type=Path, default=ROOT / "build")
+    st = sub.add_parser(
+        "student", help="the student edition (solutions removed, checks kept) in build/student"
+    )
+    st.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
+    st.add_argument("--out", type=Path, default=ROOT / "build" / "student")
     args = parser.parse_args(argv)
+    if args.command == "student":
+        from .editions import write_student_edition
+
+        written = write_student_edition(args.notebooks, args.out)
+        print(f"Student edition: {len(written)} notebooks in {args.out}")
+        return 0
     if args.command == "bench":
         return bench(args.quick, args.out)
     if args.command == "report":

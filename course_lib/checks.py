@@ -413,3 +413,22 @@ def check_pair_sum(answer: int, weight_bits: int = 7) -> CheckResult:
     if int(answer) == 2 * 255 * 127:
         return CheckResult(False, f"{answer:,} is for full 8-bit weights (|w| <= 127); use |w| <= {max_w}.")
     return CheckResult(False, f"Got {answer}, expected 2 x 255 x {max_w} = {expected:,}.")
+
+
+def check_saturated_share(answer: float, values, qdq_path, tensor: str) -> CheckResult:
+    """Exercise: the share of a tensor's real values outside the range a QDQ model stores for it."""
+    from .calibration import clipped_fraction, quantized_ranges
+
+    if answer is None:
+        return CheckResult(False, "No answer yet: replace None with your computation.")
+    low, high = quantized_ranges(qdq_path)[tensor]
+    expected = clipped_fraction(values, low, high)
+    if np.isclose(float(answer), expected, atol=1e-9):
+        above = float((np.asarray(values) > high).mean())
+        return CheckResult(
+            True,
+            f"{expected:.2%} of the values saturate ({above:.2%} above {high:.3f}, the top of the stored range).",
+        )
+    if np.isclose(float(answer), 1 - expected, atol=1e-9):
+        return CheckResult(False, f"{answer:.2%} is the share *inside* the range; take the rest.")
+    return CheckResult(False, f"Got {answer}, expected {expected:.4%}: clipped_fraction(values, low, high).")

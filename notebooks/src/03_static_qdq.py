@@ -643,7 +643,8 @@ class MyReader(CalibrationDataReader):  # solution
         return None if batch is None else {"input": batch}  # solution
 
 
-cl.checks.check_reader(MyReader(calib_images[:40]), cl.DatasetReader(pre, count=40, batch_size=10))
+answer_2 = MyReader(calib_images[:40])  # solution
+cl.checks.check_reader(answer_2, cl.DatasetReader(pre, count=40, batch_size=10))
 
 # %% [markdown]
 # **3.** In the not-normalised model, what fraction of the **input** values of the 500 test images
@@ -655,6 +656,4 @@ bad_path = evaluated[f"{best_format}, calibrated on not_normalised"]["path"]
 answer_3 = calibration.clipped_fraction(
     real["input"], *calibration.quantized_ranges(bad_path)["input"]
 )  # solution
-expected_3 = evaluated[f"{best_format}, calibrated on not_normalised"]["saturation"]["input"]
-print("✅" if np.isclose(answer_3, expected_3) else "❌", f"{answer_3:.2%} of the input values saturate "
-      f"(expected {expected_3:.2%}): every pixel brighter than the calibration range's top.")  # fmt: skip
+cl.checks.check_saturated_share(answer_3, real["input"], bad_path, "input")

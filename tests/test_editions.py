@@ -1,0 +1,86 @@
+"""The student edition: solutions gone, self-checks kept; the instructor edition is the notebooks themselves."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import nbformat
+import pytest
+
+from conftest import ROOT
+from course_lib import editions
+from course_lib.runner import execute_notebook, lesson_notebooks
+
+NOTEBOOKS = lesson_notebooks(ROOT / "notebooks")
+
+SAMPLE = """x = load()
+answer_1 = compute(x,
+                   more=True)  # solution
+class Helper:  # solution
+    def go(self):  # solution
+        return 1  # solution
+
+
+answer_2 = Helper().go()  # solution
+check(answer_1, answer_2)
+"""
+
+
+def test_strip_solutions_replaces_answers_and_removes_the_rest():
+    out = editions.strip_solutions(SAMPLE)
+    assert out.splitlines() == [
+        "x = load()",
+        "answer_1 = None  # your answer",
+        "# your code here",
+        "",
+        "",
+        "answer_2 = None  # your answer",
+        "check(answer_1, answer_2)",
+    ]
+    assert editions.strip_solutions("y = 1\nprint(y)") == "y = 1\nprint(y)"  # no marker: unchanged
+
+
+def test_a_marker_inside_a_compound_statement_must_mark_the_whole_statement():
+    source = "for i in range(3):\n    pass\nif True:\n    y = 1  # solution\n"
+    assert editions.strip_solutions(source).startswith("for i in range(3):")  # the marked `if` goes whole
+    with pytest.raises(ValueError, match="outside any top-level statement"):
+        editions.strip_solutions("x = 1\n# solution\n")
+
+
+@pytest.fixture(scope="module")
+def student(tmp_path_factory):
+    out = tmp_path_factory.mktemp("student")
+    return {p.name: p for p in editions.write_student_edition(ROOT / "notebooks", out)}
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_solution_survives_and_every_check_stays(notebook, student):
+    teacher = nbformat.read(notebook, as_version=4)
+    pupil = nbformat.read(student[notebook.name], as_version=4)
+    t_code = [c.source for c in teacher.cells if c.cell_type == "code"]
+    s_code = [c.source for c in pupil.cells if c.cell_type == "code"]
+    assert len(t_code) == len(s_code)
+    everything = "\n".join(s_code)
+    assert editions.MARKER not in everything
+    solutions = [line.split(editions.MARKER)[0].strip() for src in t_code for line in src.splitlines()
+                 if line.rstrip().endswith(editions.MARKER)]  # fmt: skip
+    assert solutions, f"{notebook.name} has no marked solution"
+    for line in solutions:
+        if line and not line.startswith(("def ", "class ", "return", ")")) and len(line) > 12:
+            assert line not in everything, f"solution line survived in the student edition: {line}"
+    assert everything.count("cl.checks.check_") == "\n".join(t_code).count("cl.checks.check_") > 0
+    for src in s_code:
+        ast.parse(src)  # still valid Python
+    assert all(
+        c["outputs"] == [] for c in json.loads(student[notebook.name].read_text())["cells"] if "outputs" in c
+    )
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", ["00_start_here.ipynb", "01_affine_encoding.ipynb"])
+def test_student_notebooks_run_and_their_checks_wait_for_answers(name, student, tmp_path):
+    run = execute_notebook(student[name], tmp_path, cwd=ROOT / "notebooks")
+    assert run.ok, run.error
+    outputs = json.dumps([c.get("outputs", []) for c in nbformat.read(run.output, as_version=4).cells])
+    assert "No answer yet" in outputs and "✅" not in outputs  # every check waits; none passes by itself
