@@ -197,8 +197,10 @@ def run(notebooks: Path, build: Path, timeout: int) -> int:
     print("\nSummary")
     print(f"  prepare: {_fmt_seconds(prep['seconds'])}")
     for r in results:
+        memory = f"{r.peak_memory_bytes / 1e6:,.0f} MB" if r.peak_memory_bytes else "?"
         print(
-            f"  {r.notebook.name:<40} {'ok' if r.ok else 'FAILED':<7} {_fmt_seconds(r.seconds):>9}  -> {r.output}"
+            f"  {r.notebook.name:<40} {'ok' if r.ok else 'FAILED':<7} {_fmt_seconds(r.seconds):>9} "
+            f"{memory:>9} peak  -> {r.output}"
         )
     failed = [r for r in results if not r.ok]
     print(

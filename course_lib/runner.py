@@ -23,6 +23,7 @@ class NotebookRun:
     output: Path | None
     seconds: float
     error: str | None = None
+    peak_memory_bytes: int | None = None  # the kernel and its child processes, together (see MemoryWatch)
 
     @property
     def ok(self) -> bool:
@@ -69,6 +70,60 @@ def _polling_kernel_manager():
     return SlicedPollKernelManager
 
 
+class MemoryWatch:
+    """Samples the resident memory of the processes started after it (the kernel and its children).
+
+    Binder gives a notebook about 2 GB in all, so what counts is the sum over the kernel and any
+    process it starts (a spawned calibration, a measuring subprocess). The sum is sampled every
+    `interval` seconds; the kernel's own high-water mark (VmHWM, Linux) catches spikes between
+    samples. The peak is the larger of the two.
+    """
+
+    def __init__(self, interval: float = 0.2):
+        import psutil
+
+        self.interval, self.peak = interval, 0
+        self._me = psutil.Process()
+        self._before = {c.pid for c in self._me.children(recursive=True)}
+        self._stop = None
+        self._thread = None
+
+    def _new_processes(self):
+        return [c for c in self._me.children(recursive=True) if c.pid not in self._before]
+
+    def _sample(self) -> None:
+        import psutil
+
+        total, hwm = 0, 0
+        for proc in self._new_processes():
+            try:
+                total += proc.memory_info().rss
+                with open(f"/proc/{proc.pid}/status") as status:
+                    for line in status:
+                        if line.startswith("VmHWM:"):
+                            hwm = max(hwm, int(line.split()[1]) * 1024)
+            except (psutil.Error, OSError):
+                continue
+        self.peak = max(self.peak, total, hwm)
+
+    def __enter__(self) -> MemoryWatch:
+        import threading
+
+        self._stop = threading.Event()
+
+        def run():
+            while not self._stop.wait(self.interval):
+                self._sample()
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def lesson_notebooks(directory: Path) -> list[Path]:
     """The lesson notebooks in course order (file names start with their number)."""
     return sorted(p for p in Path(directory).glob("[0-9][0-9]_*.ipynb"))
@@ -103,16 +158,17 @@ def execute_notebook(
     )
     start = time.perf_counter()
     error = None
-    try:
-        client.execute()
-    except CellExecutionError as exc:
-        error = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
-    except (CellTimeoutError, DeadKernelError, TimeoutError) as exc:
-        error = f"{type(exc).__name__}: {exc}"
+    with MemoryWatch() as memory:
+        try:
+            client.execute()
+        except CellExecutionError as exc:
+            error = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
+        except (CellTimeoutError, DeadKernelError, TimeoutError) as exc:
+            error = f"{type(exc).__name__}: {exc}"
     seconds = time.perf_counter() - start
     out = None
     if output_dir is not None:
         output_dir.mkdir(parents=True, exist_ok=True)
         out = output_dir / notebook.name
         nbformat.write(nb, out)
-    return NotebookRun(notebook, out, seconds, error)
+    return NotebookRun(notebook, out, seconds, error, memory.peak or None)

@@ -86,3 +86,15 @@ def test_run_executes_notebooks_and_prints_a_summary(tmp_path):
     assert "1 of 2 notebooks ran top to bottom" in result.stdout
     executed = (tmp_path / "build" / "notebooks" / "00_tiny.ipynb").read_text()
     assert "T-shirt/top" in executed
+
+
+def test_memory_watch_counts_processes_started_inside_it():
+    from course_lib.runner import MemoryWatch
+
+    child = "import numpy, time; a = numpy.ones(300 * 1024 * 1024 // 8); time.sleep(1.0)"
+    with MemoryWatch(interval=0.1) as watch:
+        subprocess.run([sys.executable, "-c", child], check=True)
+    assert 300e6 < watch.peak < 600e6
+    with MemoryWatch(interval=0.1) as quiet:
+        subprocess.run([sys.executable, "-c", "import time; time.sleep(0.5)"], check=True)
+    assert quiet.peak < 100e6
