@@ -59,14 +59,6 @@ def mb(path):
     return Path(path).stat().st_size / 1e6
 
 
-def show_table(rows):
-    """A Markdown table from a list of dicts (the keys of the first row are the columns)."""
-    cols = list(rows[0])
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
-    display(Markdown("\n".join(lines)))
-
-
 # %% [markdown]
 # ## 1. Your CPU
 #
@@ -522,7 +514,7 @@ for label, kwargs in options.items():
     measure.record(lesson="02", model="text_encoder", variant=label, path=out,
                    metrics={**p, "speedup_vs_optimized_b16": c16.speedup, "speedup_vs_optimized_b1": c1.speedup},
                    options={k: str(v) for k, v in kwargs.items()})  # fmt: skip
-show_table(option_rows)
+display(Markdown(measure.markdown_table(option_rows)))
 
 # %% [markdown]
 # Which of these keep **every** sentence at cosine ≥ 0.99, and how does the fastest of them
@@ -581,7 +573,7 @@ if best:
 # MLP on 500 points; ResNet18 at batch 32; the fixed thread count set above, 1 thread for the MLP):
 
 # %%
-show_table(results)
+display(Markdown(measure.markdown_table(results)))
 
 # %% [markdown]
 # ## Summary
