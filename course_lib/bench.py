@@ -168,10 +168,23 @@ def _row(model: str, batch: int, comparison: measure.LatencyComparison, **extra)
 
 
 def run(config: BenchConfig | None = None, out_dir: Path | None = None, log: Callable[[str], None] = print):
-    """Build, time and evaluate every variant; write bench.json and bench.png; return the result."""
-    config = config or BenchConfig()
-    warnings.filterwarnings("ignore")
-    logging.getLogger().setLevel(logging.ERROR)  # the quantizer's "please pre-process" on every call
+    """Build, time and evaluate every variant; write bench.json and bench.png; return the result.
+
+    The quantizer's warnings and its "please pre-process" log lines are silenced while it runs,
+    and the caller's warning filters and log level are restored afterwards.
+    """
+    root = logging.getLogger()
+    level = root.level
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        root.setLevel(logging.ERROR)
+        try:
+            return _run(config or BenchConfig(), out_dir, log)
+        finally:
+            root.setLevel(level)
+
+
+def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) -> BenchResult:
     out_dir = Path(out_dir or ROOT / "build" / "bench")
     start = time.perf_counter()
     result = BenchResult(config=asdict(config), environment=measure.environment_fingerprint())

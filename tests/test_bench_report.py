@@ -12,8 +12,13 @@ from course_lib import bench, measure, report
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
+    import logging
+
     out = tmp_path_factory.mktemp("bench")
-    return bench.run(bench.QUICK, out, log=lambda _: None), out
+    level = logging.getLogger().level
+    result = bench.run(bench.QUICK, out, log=lambda _: None)
+    assert logging.getLogger().level == level  # the caller's logging is left as it was
+    return result, out
 
 
 def test_quick_bench_compares_every_variant_at_every_batch_size(quick):
