@@ -11,31 +11,64 @@ can keep the quantization calls themselves in plain sight. One module per idea:
     explorers ipywidgets explorers (imported by notebooks, never by the modules above)
 """
 
-from . import affine, calibration, checks, explore, measure, text_encoder
-from .calibration import ArrayReader, CalibrationError, DatasetReader
-from .data import (
-    CLASS_NAMES,
-    ChecksumError,
-    DataNotFoundError,
-    Preprocessing,
-    data_dir,
-    default_preprocessing,
-    find_fashion_mnist,
-    load_fashion_mnist,
-    load_moons,
-    load_split,
-    preprocess,
+import importlib
+
+# Names are imported when first used (PEP 562), so `import course_lib` stays light: a process that
+# needs only ONNX Runtime (a lesson without PyTorch, a calibration run in a spawned process) never
+# pays the 0.5 GB that importing torch costs here. Binder gives a notebook about 2 GB.
+_MODULES = (
+    "affine",
+    "calibration",
+    "checks",
+    "data",
+    "explore",
+    "hardware",
+    "measure",
+    "models",
+    "text_encoder",
 )
-from .hardware import cpu_report, has_vnni, onnxruntime_providers
-from .models import (
-    MODELS,
-    TrainedModel,
-    ensure_onnx,
-    export_onnx,
-    load_model,
-    onnx_metadata,
-    onnx_path,
-)
+_NAMES = {
+    "calibration": ("ArrayReader", "CalibrationError", "DatasetReader"),
+    "data": (
+        "CLASS_NAMES",
+        "ChecksumError",
+        "DataNotFoundError",
+        "Preprocessing",
+        "data_dir",
+        "default_preprocessing",
+        "find_fashion_mnist",
+        "load_fashion_mnist",
+        "load_moons",
+        "load_split",
+        "preprocess",
+    ),
+    "hardware": ("cpu_report", "has_vnni", "onnxruntime_providers"),
+    "models": (
+        "MODELS",
+        "TrainedModel",
+        "ensure_onnx",
+        "export_onnx",
+        "load_model",
+        "onnx_metadata",
+        "onnx_path",
+    ),
+}
+_HOME = {name: module for module, names in _NAMES.items() for name in names}
+
+
+def __getattr__(name: str):
+    if name in _MODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _HOME:
+        value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'course_lib' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "CLASS_NAMES",

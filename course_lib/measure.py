@@ -40,8 +40,17 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from . import hardware, models
+from . import hardware
 from .data import data_dir
+
+
+def _models():
+    """course_lib.models, imported on first use: it imports torch, which a process that only
+    measures ONNX files (e.g. `peak_memory_of`'s child) should not pay for."""
+    from . import models
+
+    return models
+
 
 Feed = dict[str, np.ndarray]
 MakeInputs = Callable[[int], Feed]
@@ -228,7 +237,7 @@ def model_facts(path: str | Path) -> ModelFacts:
         path=str(path),
         file_bytes=path.stat().st_size,
         external_data_bytes=_external_data_bytes(model, path.parent),
-        sha256=models.sha256_file(path),
+        sha256=_models().sha256_file(path),
         initializer_bytes=dict(sorted(by_dtype.items())),
         parameter_count=parameters,
         op_counts=dict(sorted(op_counts.items())),
@@ -900,7 +909,7 @@ def _fingerprint() -> dict:
         "logical_cores": cpu["logical_cores"],
         "physical_cores": physical_cores(),
         "int8_features": sorted(name for name, present in cpu["features"].items() if present),
-        "versions": models.library_versions(),
+        "versions": _models().library_versions(),
     }
     facts["hash"] = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:12]
     return facts
@@ -990,7 +999,11 @@ def record(
     }
     if path is not None:
         file = Path(path)
-        entry["file"] = {"name": file.name, "bytes": file.stat().st_size, "sha256": models.sha256_file(file)}
+        entry["file"] = {
+            "name": file.name,
+            "bytes": file.stat().st_size,
+            "sha256": _models().sha256_file(file),
+        }
     entry = json.loads(json.dumps(entry, default=_jsonable))  # fail here, before touching the file
 
     store = results_path()
@@ -1008,7 +1021,7 @@ def record(
             entries = []
         entries.append(entry)
         text = json.dumps(entries, indent=1)
-        models.atomic_write(store, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        _models().atomic_write(store, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     return entry
 
 

@@ -357,12 +357,24 @@ def _version(dist: str) -> str:
         return "missing"
 
 
-def torch_embed(model: nn.Module, feed: dict[str, np.ndarray]) -> np.ndarray:
+# Sentences per forward pass when embedding a whole set: 300 sentences of 128 tokens at once would
+# hold about 0.25 GB per attention matrix, too much beside everything else on Binder's 2 GB.
+EMBED_BATCH = 32
+
+
+def torch_embed(model: nn.Module, feed: dict[str, np.ndarray], batch: int = EMBED_BATCH) -> np.ndarray:
+    """Embeddings from the PyTorch model, in batches of `batch`."""
+    n = len(feed["input_ids"])
     with torch.inference_mode():
-        return model(*(torch.from_numpy(feed[name]) for name in INPUT_NAMES)).numpy()
+        return np.concatenate(
+            [
+                model(*(torch.from_numpy(feed[name][i : i + batch]) for name in INPUT_NAMES)).numpy()
+                for i in range(0, n, batch)
+            ]
+        )
 
 
-def onnx_embed(path_or_session, feed: dict[str, np.ndarray], batch: int = 64) -> np.ndarray:
+def onnx_embed(path_or_session, feed: dict[str, np.ndarray], batch: int = EMBED_BATCH) -> np.ndarray:
     """Embeddings from an ONNX file or session, in batches of `batch`."""
     import onnxruntime as ort
 

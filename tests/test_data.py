@@ -82,6 +82,14 @@ def test_preprocessing_constants_come_from_the_training_set():
     assert prep.size == 32
 
 
+def test_preprocessing_constants_equal_numpys_float64_mean_and_std():
+    rng = np.random.default_rng(3)
+    images = rng.integers(0, 256, size=(12_345, 28, 28), dtype=np.uint8)
+    x = images.astype(np.float64) / 255.0
+    fitted = data.fit_preprocessing(images)
+    assert (fitted.mean, fitted.std) == (round(float(x.mean()), 6), round(float(x.std()), 6))
+
+
 def test_preprocess_layout_dtype_and_values():
     images, _ = data.load_split("validation")
     x = data.preprocess(images[:5])

