@@ -1049,8 +1049,12 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
     if not rows:
         return "(no rows)"
     cols = list(rows[0])
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
+
+    def cell(value: Any) -> str:  # a "|" inside a cell (e.g. "max |drift|") would end it
+        return str(value).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(map(cell, cols)) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(cell(r.get(c, "")) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
 
 

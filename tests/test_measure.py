@@ -493,3 +493,16 @@ def test_margin_is_the_gap_between_the_two_most_probable_classes():
     assert m[0] == pytest.approx(0.0) and m[1] == pytest.approx(1.0, abs=1e-4)
     assert m[2] == pytest.approx(0.75 - 0.25, abs=1e-6)  # probabilities 3/4 and 1/4
     np.testing.assert_allclose(measure.softmax(logits).sum(1), 1.0)
+
+
+def test_markdown_table_escapes_bars_inside_cells():
+    table = measure.markdown_table(
+        [{"variant": "a", "max |drift|": "0.5"}, {"variant": "b|c", "max |drift|": 1}]
+    )
+    assert table.splitlines() == [
+        "| variant | max \\|drift\\| |",
+        "|---|---|",
+        "| a | 0.5 |",
+        "| b\\|c | 1 |",
+    ]
+    assert measure.markdown_table([]) == "(no rows)"
