@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.course-installed
 
-.PHONY: setup data prepare run test lab lint doctor bench report student notebooks clean
+.PHONY: setup data prepare run test lab lint doctor bench report student bundle site launch notebooks clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,21 @@ report: setup
 # The student edition: exercise solutions removed, self-checks kept (build/student/).
 student: $(STAMP)
 	$(PY) -m course_lib student
+
+# One .zip for a workshop room without internet (build/onnx-quant-course-bundle.zip);
+# `make bundle WHEELS=1` adds a wheelhouse for this platform (pip download: needs PyPI, GBs with torch).
+bundle: prepare
+	$(PY) -m course_lib bundle $(if $(WHEELS),--wheels)
+
+# The executed lessons and the report as a static HTML site, build/site/index.html (jupyter-book 1,
+# offline); runs the lessons first when build/notebooks/ is missing or older than notebooks/.
+site: setup
+	$(PY) -m course_lib site
+
+# The Colab/Binder badges, the README's lesson links and each lesson's Colab setup cell, from the
+# address in pyproject.toml ([tool.onnx-quant-course.launch]); tests/test_launch.py checks them.
+launch: $(STAMP)
+	$(PY) -m course_lib launch
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

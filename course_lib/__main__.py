@@ -6,12 +6,17 @@ run      prepare, then execute every lesson notebook into build/, print a summar
 bench    every INT8 variant against fp32 (and ONNX Runtime against PyTorch), one interleaved run
 report   what the seeds claim beside what this machine measured: build/report.md and .html
 student  the student edition: every lesson without its exercise solutions, under build/student/
+bundle   one .zip for a room without internet: the course, Fashion-MNIST, the prepared models
+site     the executed lessons and the report as a static HTML site in build/site/ (jupyter-book)
+timings  the instructor guide's table of run times and peak memory, from build/run.json
+launch   regenerate the Colab/Binder badges and setup cells from pyproject.toml's address (--check)
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import json
 import sys
 import time
 from pathlib import Path
@@ -178,6 +183,7 @@ def doctor() -> int:
 
 def run(notebooks: Path, build: Path, timeout: int) -> int:
     """prepare, then execute every lesson notebook into build/notebooks and print a summary."""
+    from .editions import run_record
     from .runner import execute_notebook, lesson_notebooks
 
     prep = prepare()
@@ -206,6 +212,9 @@ def run(notebooks: Path, build: Path, timeout: int) -> int:
     print(
         f"{len(results) - len(failed)} of {len(results)} notebooks ran top to bottom; executed copies in {build / 'notebooks'}"
     )
+    record = run_record(results, prep["seconds"])
+    (build / "run.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(f"Run record: {build / 'run.json'} (`python -m course_lib timings` puts it in docs/instructor.md)")
     report(build)
     return 1 if failed else 0
 
@@ -240,6 +249,93 @@ def bench(quick: bool, out: Path) -> int:
     return 0
 
 
+def bundle(out: Path, wheels: bool) -> int:
+    """Write the offline bundle; print its path, size and file count (or why it cannot be made)."""
+    from . import bundle as course_bundle
+
+    t0 = time.perf_counter()
+    try:
+        path = course_bundle.write_bundle(out, wheels=wheels)
+    except course_bundle.BundleError as exc:
+        print(f"Cannot make the bundle: {exc}", file=sys.stderr)
+        return 1
+    files = len(course_bundle.read_manifest(path)["files"]) + 1  # and the manifest itself
+    print(
+        f"Bundle: {path} ({path.stat().st_size / 1e6:,.1f} MB, {files} files"
+        f"{', with wheels' if wheels else ''}) [{_fmt_seconds(time.perf_counter() - t0)}]"
+    )
+    return 0
+
+
+def site(
+    executed: Path | None, out: Path, notebooks: Path = ROOT / "notebooks", build: Path = ROOT / "build"
+) -> int:
+    """Build the static site from executed lessons and the report; print where its index.html is.
+
+    Without `executed`, build/notebooks is used when every lesson there ran to the end and is newer
+    than its notebook; otherwise the lessons are run first (`run`, which also writes the report).
+    """
+    from . import site as course_site
+
+    t0 = time.perf_counter()
+    if executed is None:
+        executed = build / "notebooks"
+        stale = course_site.executed_problems(executed, notebooks)
+        if stale:
+            print(
+                f"The executed lessons in {executed} cannot be used as they are; running the lessons first:"
+            )
+            for name, why in stale.items():
+                print(f"  {name}: {why}")
+            if run(notebooks, build, DEFAULT_TIMEOUT) != 0:
+                print("A lesson failed, so the site was not built.", file=sys.stderr)
+                return 1
+        else:
+            report(build)
+    else:
+        report(build)
+    try:
+        index = course_site.build_site(executed, out, build / "report.md", notebooks)
+    except course_site.SiteError as exc:
+        print(f"Cannot build the site: {exc}", file=sys.stderr)
+        return 1
+    print(f"Site: {index} (open it in a browser) [{_fmt_seconds(time.perf_counter() - t0)}]")
+    return 0
+
+
+def timings(run_json: Path, docs: Path, notebooks: Path) -> int:
+    """Put a measured run's timings into docs/timings.json and docs/instructor.md."""
+    from .editions import TimingsError, write_timings
+
+    try:
+        guide = write_timings(run_json, docs, notebooks)
+    except TimingsError as exc:
+        print(f"Cannot update the instructor guide's timings: {exc}", file=sys.stderr)
+        return 1
+    print(f"Timings from {run_json} written to {guide} and {docs / 'timings.json'}")
+    return 0
+
+
+def launch(check: bool) -> int:
+    """Regenerate (or, with `check`, only list) what comes from the repository's address."""
+    from . import launch as course_launch
+
+    config = course_launch.read_launch()
+    if check:
+        stale = course_launch.stale()
+        for path in stale:
+            print(f"out of date: {path.relative_to(ROOT)}")
+        print(f"{len(stale)} file(s) out of date with {config.repository}@{config.branch}"
+              + ("; run `python -m course_lib launch`" if stale else ""))  # fmt: skip
+        return 1 if stale else 0
+    changed = course_launch.write()
+    for path in changed:
+        print(f"rewrote {path.relative_to(ROOT)}")
+    print(f"Badges and setup cells point at {config.repository} (branch {config.branch}); "
+          f"{len(changed)} file(s) changed.")  # fmt: skip
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -264,7 +360,38 @@ def main(argv: list[str] | None = None) -> int:
     )
     st.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
     st.add_argument("--out", type=Path, default=ROOT / "build" / "student")
+    bu = sub.add_parser("bundle", help="one .zip with the course, data and prepared models, for offline use")
+    bu.add_argument("--out", type=Path, default=ROOT / "build" / "onnx-quant-course-bundle.zip")
+    bu.add_argument(
+        "--wheels",
+        action="store_true",
+        help="add wheels/: pip download of the dependencies for this platform (needs PyPI; torch makes it GBs)",
+    )
+    si = sub.add_parser("site", help="the executed lessons and the report as a static HTML site (build/site)")
+    si.add_argument(
+        "--executed",
+        type=Path,
+        default=None,
+        help="executed lessons to use (default: build/notebooks, run first when stale)",
+    )
+    si.add_argument("--out", type=Path, default=ROOT / "build" / "site")
+    ti = sub.add_parser(
+        "timings", help="the instructor guide's timings table from a measured run (build/run.json)"
+    )
+    ti.add_argument("--run", type=Path, default=ROOT / "build" / "run.json")
+    la = sub.add_parser(
+        "launch", help="regenerate the Colab/Binder badges and setup cells from pyproject.toml"
+    )
+    la.add_argument("--check", action="store_true", help="only list what is out of date (exit 1 if any)")
     args = parser.parse_args(argv)
+    if args.command == "timings":
+        return timings(args.run, ROOT / "docs", ROOT / "notebooks")
+    if args.command == "launch":
+        return launch(args.check)
+    if args.command == "site":
+        return site(args.executed, args.out)
+    if args.command == "bundle":
+        return bundle(args.out, args.wheels)
     if args.command == "student":
         from .editions import write_student_edition
 

@@ -84,14 +84,15 @@ def lab(tmp_path_factory):
     log.close()
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
+@contextlib.contextmanager
+def chromium_context(profile: Path):
+    """Debian's headless Chromium driven by Playwright (never `playwright install`)."""
     _require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")),
+            str(profile),
             executable_path=str(CHROMIUM),
             headless=True,
             args=CHROMIUM_ARGS,
@@ -99,6 +100,12 @@ def browser(tmp_path_factory):
         )
         yield context
         context.close()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    with chromium_context(tmp_path_factory.mktemp("chromium-profile")) as context:
+        yield context
 
 
 def wait_until(condition, what: str, timeout_s: float = 60) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -86,6 +87,12 @@ def test_run_executes_notebooks_and_prints_a_summary(tmp_path):
     assert "1 of 2 notebooks ran top to bottom" in result.stdout
     executed = (tmp_path / "build" / "notebooks" / "00_tiny.ipynb").read_text()
     assert "T-shirt/top" in executed
+    record = json.loads((tmp_path / "build" / "run.json").read_text())  # for the instructor guide
+    assert [(e["notebook"], e["ok"]) for e in record["lessons"]] == [
+        ("00_tiny.ipynb", True),
+        ("01_broken.ipynb", False),
+    ]
+    assert all(e["seconds"] > 0 and e["peak_memory_bytes"] > 10e6 for e in record["lessons"])
 
 
 def test_memory_watch_counts_processes_started_inside_it():

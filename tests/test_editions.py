@@ -10,7 +10,7 @@ import pytest
 
 from conftest import ROOT
 from course_lib import editions
-from course_lib.runner import execute_notebook, lesson_notebooks
+from course_lib.runner import NotebookRun, execute_notebook, lesson_notebooks
 
 NOTEBOOKS = lesson_notebooks(ROOT / "notebooks")
 
@@ -84,3 +84,56 @@ def test_student_notebooks_run_and_their_checks_wait_for_answers(name, student, 
     assert run.ok, run.error
     outputs = json.dumps([c.get("outputs", []) for c in nbformat.read(run.output, as_version=4).cells])
     assert "No answer yet" in outputs and "✅" not in outputs  # every check waits; none passes by itself
+
+
+# The instructor guide's timings table -------------------------------------------------------
+LESSONS = [p.name for p in lesson_notebooks(ROOT / "notebooks")]
+
+
+def test_instructor_guide_timings_come_from_a_measured_run_of_every_lesson():
+    record = json.loads((ROOT / "docs" / "timings.json").read_text())
+    editions.check_record(record, LESSONS)  # every lesson, in order, ran and was measured
+    guide = (ROOT / "docs" / "instructor.md").read_text()
+    assert editions.render_guide(guide, record) == guide, "run `python -m course_lib timings`"
+    for entry in record["lessons"]:
+        assert entry["notebook"] in guide and entry["peak_memory_bytes"] < 2 * 1024**3  # Binder
+
+
+def _record(tmp_path, **changes):
+    runs = [
+        NotebookRun(ROOT / "notebooks" / name, None, 10.0 + i, None, 1_000_000_000 + i)
+        for i, name in enumerate(LESSONS)
+    ]
+    for name, error in changes.items():
+        runs[LESSONS.index(name)].error = error
+    return editions.run_record(runs, prepare_seconds=1.0)
+
+
+def test_timings_table_is_written_from_the_run_record(tmp_path):
+    record = _record(tmp_path)
+    assert record["lessons"][0] == {
+        "notebook": LESSONS[0], "ok": True, "seconds": 10.0, "peak_memory_bytes": 1_000_000_000,
+    }  # fmt: skip
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "instructor.md").write_text(
+        f"intro\n{editions.TIMINGS_START}\nold\n{editions.TIMINGS_END}\nrest\n"
+    )
+    run_json = tmp_path / "run.json"
+    run_json.write_text(json.dumps(record))
+    editions.write_timings(run_json, docs, ROOT / "notebooks")
+    guide = (docs / "instructor.md").read_text()
+    assert "old" not in guide and guide.startswith("intro\n") and guide.endswith("rest\n")
+    assert f"| {LESSONS[1]} | 11 s | 1.00 GB |" in guide
+    assert json.loads((docs / "timings.json").read_text()) == record
+
+
+def test_timings_refuse_a_failed_lesson_or_a_missing_one(tmp_path):
+    with pytest.raises(editions.TimingsError, match=LESSONS[2]):
+        editions.check_record(_record(tmp_path, **{LESSONS[2]: "NameError"}), LESSONS)
+    partial = _record(tmp_path)
+    partial["lessons"].pop()
+    with pytest.raises(editions.TimingsError, match="run every lesson again"):
+        editions.check_record(partial, LESSONS)
+    with pytest.raises(editions.TimingsError, match="course_lib run"):
+        editions.write_timings(tmp_path / "absent.json", tmp_path, ROOT / "notebooks")

@@ -1,0 +1,136 @@
+"""Colab and Binder launch: badges and setup cells generated from the one address in pyproject.toml."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import nbformat
+import pytest
+
+from conftest import ROOT
+from course_lib import launch
+from course_lib.runner import lesson_notebooks
+
+NOTEBOOKS = lesson_notebooks(ROOT / "notebooks")
+
+
+def test_generated_badges_links_and_setup_cells_are_current():
+    assert launch.stale() == [], "run `python -m course_lib launch` (or `make launch`)"
+
+
+def test_urls_follow_the_address_and_branch():
+    where = launch.Launch("https://github.com/someone/quant-course", "dev")
+    assert where.colab_url("01_affine_encoding.ipynb") == (
+        "https://colab.research.google.com/github/someone/quant-course/blob/dev/notebooks/01_affine_encoding.ipynb"
+    )
+    assert where.binder_url() == "https://mybinder.org/v2/gh/someone/quant-course/dev"
+    assert where.binder_url("04_parity.ipynb") == (
+        "https://mybinder.org/v2/gh/someone/quant-course/dev?labpath=notebooks%2F04_parity.ipynb"
+    )
+    assert where.pip_requirement() == "onnx-quant-course @ git+https://github.com/someone/quant-course@dev"
+
+
+@pytest.mark.parametrize(
+    "table", ["", '[tool.onnx-quant-course.launch]\nrepository = "https://gitlab.com/a/b"\n']
+)
+def test_a_missing_or_unusable_address_names_the_fix(tmp_path, table):
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "x"\n' + table)
+    with pytest.raises(launch.LaunchConfigError, match=r"\[tool.onnx-quant-course.launch\] repository"):
+        launch.read_launch(pyproject)
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_lesson_opens_with_its_badges_and_sets_up_before_importing(notebook):
+    where = launch.read_launch()
+    cells = nbformat.read(notebook, as_version=4).cells
+    assert cells[0].cell_type == "markdown"
+    assert where.colab_url(notebook.name) in cells[0].source
+    assert where.binder_url(notebook.name) in cells[0].source
+    setup = next(i for i, c in enumerate(cells) if c.source.startswith(launch.SETUP_MARK))
+    first_import = next(
+        i for i, c in enumerate(cells) if i != setup and c.cell_type == "code" and "course_lib" in c.source
+    )
+    assert cells[setup].cell_type == "code" and setup < first_import
+    assert where.pip_requirement() in cells[setup].source
+
+
+def test_readme_has_the_badges_and_a_link_to_every_lesson():
+    readme = (ROOT / "README.md").read_text()
+    where = launch.read_launch()
+    assert launch.badges_markdown(where) in readme
+    for notebook in NOTEBOOKS:
+        assert where.colab_url(notebook.name) in readme and where.binder_url(notebook.name) in readme
+
+
+def _run_setup_cell(tmp_path, in_colab: bool) -> subprocess.CompletedProcess:
+    """The generated cell in a fresh interpreter, with subprocess.run recorded instead of run."""
+    cell = launch.setup_cell(launch.read_launch())
+    harness = textwrap.dedent(f"""
+        import json, subprocess, sys, types
+        calls = []
+        subprocess.run = lambda args, **kw: calls.append(args)
+        if {in_colab!r}:
+            sys.modules["google"] = types.ModuleType("google")
+            sys.modules["google.colab"] = types.ModuleType("google.colab")
+        exec(compile({cell!r}, "setup-cell", "exec"))
+        print("CALLS", json.dumps(calls))
+        print("IMPORTED", "course_lib" in sys.modules)
+    """)
+    return subprocess.run(
+        [sys.executable, "-c", harness], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+
+
+def _calls(out: str) -> list:
+    return json.loads(next(line for line in out.splitlines() if line.startswith("CALLS "))[6:])
+
+
+def test_setup_cell_does_nothing_outside_colab(tmp_path):
+    out = _run_setup_cell(tmp_path, in_colab=False).stdout
+    assert _calls(out) == [] and "IMPORTED False" in out and "Fashion-MNIST" not in out
+
+
+def test_setup_cell_in_colab_installs_the_course_and_finds_the_data(tmp_path):
+    out = _run_setup_cell(tmp_path, in_colab=True).stdout
+    [pip] = _calls(out)
+    assert pip[1:4] == ["-m", "pip", "install"] and pip[-1] == launch.read_launch().pip_requirement()
+    assert "Fashion-MNIST from:" in out and "IMPORTED True" in out
+
+
+def test_changing_the_address_regenerates_everything(tmp_path):
+    for part in ("notebooks", "README.md", "pyproject.toml"):
+        src = ROOT / part
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / part)
+    pyproject = tmp_path / "pyproject.toml"
+    old = launch.read_launch(pyproject)
+    pyproject.write_text(pyproject.read_text().replace(old.repository, "https://github.com/elsewhere/course"))
+    moved = launch.read_launch(pyproject)
+    assert len(launch.stale(tmp_path)) == 2 * len(NOTEBOOKS) + 1  # sources, notebooks, README
+    changed = launch.write(tmp_path)
+    assert len(changed) == 2 * len(NOTEBOOKS) + 1 and launch.stale(tmp_path) == []
+    text = (tmp_path / "notebooks" / "03_static_qdq.ipynb").read_text()
+    assert moved.colab_url("03_static_qdq.ipynb") in text and old.repository not in text
+    # Only the generated cells changed: everything else is as it was.
+    before = nbformat.read(ROOT / "notebooks" / "03_static_qdq.ipynb", as_version=4).cells
+    after = nbformat.read(tmp_path / "notebooks" / "03_static_qdq.ipynb", as_version=4).cells
+    same = [a.source == b.source for a, b in zip(before, after, strict=True)]
+    assert same.count(False) == 2
+
+
+def test_colab_can_install_the_course_as_a_package(tmp_path):
+    # Colab installs the repository with pip (not editable): the wheel must carry every module.
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    [wheel] = tmp_path.glob("onnx_quant_course-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    modules = {f"course_lib/{p.name}" for p in (ROOT / "course_lib").glob("*.py")}
+    assert modules <= names
