@@ -125,8 +125,13 @@ def test_changing_the_address_regenerates_everything(tmp_path):
 
 def test_colab_can_install_the_course_as_a_package(tmp_path):
     # Colab installs the repository with pip (not editable): the wheel must carry every module.
+    # Built from a copy, because setuptools leaves build/lib behind in the directory it builds.
+    source = tmp_path / "source"
+    shutil.copytree(ROOT / "course_lib", source / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp_path), str(source)],
         check=True,
         capture_output=True,
     )
