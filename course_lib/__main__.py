@@ -15,7 +15,6 @@ launch   regenerate the Colab/Binder badges and setup cells from pyproject.toml'
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import sys
 import time
@@ -93,13 +92,6 @@ def prepare(progress: bool = True) -> dict:
     return report
 
 
-def _version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "MISSING"
-
-
 DOCTOR_PACKAGES = (
     "torch", "torchvision", "onnx", "onnxruntime", "onnxscript", "numpy", "scikit-learn", "matplotlib",
     "ipywidgets", "jupyterlab", "tqdm", "py-cpuinfo",
@@ -116,7 +108,7 @@ def doctor() -> int:
     print("Environment")
     print(f"  Python {platform.python_version()} on {platform.system()} {platform.machine()}")
     for dist in DOCTOR_PACKAGES:
-        v = _version(dist)
+        v = models.package_version(dist, "MISSING")
         print(f"  {dist:<14} {v}")
         if v == "MISSING":
             problems.append(f"install {dist}: pip install -e . (or make run)")
@@ -278,20 +270,17 @@ def site(
     from . import site as course_site
 
     t0 = time.perf_counter()
+    stale = {}
     if executed is None:
         executed = build / "notebooks"
         stale = course_site.executed_problems(executed, notebooks)
-        if stale:
-            print(
-                f"The executed lessons in {executed} cannot be used as they are; running the lessons first:"
-            )
-            for name, why in stale.items():
-                print(f"  {name}: {why}")
-            if run(notebooks, build, DEFAULT_TIMEOUT) != 0:
-                print("A lesson failed, so the site was not built.", file=sys.stderr)
-                return 1
-        else:
-            report(build)
+    if stale:
+        print(f"The executed lessons in {executed} cannot be used as they are; running the lessons first:")
+        for name, why in stale.items():
+            print(f"  {name}: {why}")
+        if run(notebooks, build, DEFAULT_TIMEOUT) != 0:  # run writes the report too
+            print("A lesson failed, so the site was not built.", file=sys.stderr)
+            return 1
     else:
         report(build)
     try:

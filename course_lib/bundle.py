@@ -29,7 +29,6 @@ or interrupted run never leaves a half-written bundle under the final name.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import os
 import platform
@@ -225,16 +224,13 @@ def download_wheels(dest: Path, requirements: Sequence[str], pip_args: Sequence[
 
 def _versions(root: Path) -> dict[str, str]:
     names = [re.split(r"[\s<>=!~\[;(]", req, maxsplit=1)[0] for req in project_requirements(root, extras=())]
-    out = {}
-    for name in ["pip", *names]:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
+    from .models import package_version
+
+    return {name: package_version(name) for name in ["pip", *names]}
 
 
-def _git_commit(root: Path) -> dict:
+def git_commit(root: Path = ROOT) -> dict:
+    """The checkout's HEAD and whether tracked files differ from it; {} outside a git checkout."""
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                                 text=True, check=True).stdout.strip()  # fmt: skip
@@ -383,7 +379,7 @@ def write_bundle(
         "format": MANIFEST_FORMAT,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "top_folder": TOP,
-        "course": {"version": _version_of("onnx-quant-course"), **_git_commit(root)},
+        "course": {"version": models.package_version("onnx-quant-course"), **git_commit(root)},
         "python": platform.python_version(),
         "platform": {
             "system": platform.system(),
@@ -429,13 +425,6 @@ def write_bundle(
 
         models.atomic_write(out, write)
     return out
-
-
-def _version_of(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
 
 
 def read_manifest(archive: Path) -> dict:

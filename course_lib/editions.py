@@ -114,19 +114,15 @@ class TimingsError(ValueError):
 def run_record(results: list, prepare_seconds: float | None = None) -> dict:
     """What `python -m course_lib run` measured: each lesson's wall time and peak memory, and where."""
     import platform
-    import subprocess
     from datetime import UTC, datetime
-    from importlib.metadata import version
 
+    from .bundle import git_commit
     from .hardware import cpu_report
+    from .models import package_version as version
 
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], capture_output=True, text=True, cwd=Path(__file__).parent
-        ).stdout
-
-    commit = git("rev-parse", "--short", "HEAD").strip()
-    if commit and git("status", "--porcelain", "--untracked-files=no").strip():
+    git = git_commit()
+    commit = git.get("git_commit", "")[:7]
+    if git.get("git_uncommitted_changes"):
         commit += " with uncommitted changes"
     cpu = cpu_report()
     return {
@@ -166,17 +162,21 @@ def check_record(record: dict, lessons: list[str]) -> None:
 
 def timings_table(record: dict) -> str:
     """The guide's table: each lesson's run time and peak memory, with the machine that measured them."""
-    rows = ["| lesson | runs in | peak memory |", "|---|---|---|"]
-    for e in record["lessons"]:
-        minutes, seconds = divmod(round(e["seconds"]), 60)
-        rows.append(
-            f"| {e['notebook']} | {f'{minutes} min ' if minutes else ''}{seconds} s "
-            f"| {e['peak_memory_bytes'] / 1e9:.2f} GB |"
-        )
-    total = round(sum(e["seconds"] for e in record["lessons"]))
+    from .measure import markdown_table
+
+    def duration(seconds: float) -> str:
+        minutes, seconds = divmod(round(seconds), 60)
+        return f"{f'{minutes} min ' if minutes else ''}{seconds} s"
+
+    rows = [
+        {"lesson": e["notebook"], "runs in": duration(e["seconds"]),
+         "peak memory": f"{e['peak_memory_bytes'] / 1e9:.2f} GB"}
+        for e in record["lessons"]
+    ]  # fmt: skip
+    total = duration(sum(e["seconds"] for e in record["lessons"]))
     return (
-        "\n".join(rows)
-        + f"\n\nAll six, one after another: {total // 60} min {total % 60} s. Measured by `python -m course_lib run` "
+        markdown_table(rows)
+        + f"\n\nAll {len(rows)} lessons, one after another: {total}. Measured by `python -m course_lib run` "
         f"on {record['date'][:10]} (commit {record['commit']}): {record['cpu']}, {record['logical_cores']} "
         f"logical cores, Python {record['python']}, ONNX Runtime {record['onnxruntime']}, torch {record['torch']}, "
         "with the demo models already trained and cached."

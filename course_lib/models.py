@@ -325,6 +325,16 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
             tmp_path.unlink()
 
 
+def package_version(dist: str, missing: str = "not installed") -> str:
+    """The installed version of a distribution (pip's view), or `missing`."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return missing
+
+
 def library_versions() -> dict[str, str]:
     import onnx
     import onnxruntime

@@ -327,7 +327,10 @@ def ensure_onnx(log: Callable[[str], None] = print) -> dict[str, Path]:
         "pooling": "attention-mask-weighted mean of the last hidden state, then L2-normalised",
         "opset": ONNX_OPSET,
         "exporter": "torchscript",
-        "versions": {**_models.library_versions(), "transformers": _version("transformers")},
+        "versions": {
+            **_models.library_versions(),
+            "transformers": _models.package_version("transformers", "missing"),
+        },
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "export_seconds": time.perf_counter() - start,
         "files": {
@@ -346,15 +349,6 @@ def ensure_onnx(log: Callable[[str], None] = print) -> dict[str, Path]:
 
 def read_meta() -> dict:
     return json.loads(_meta_path().read_text())
-
-
-def _version(dist: str) -> str:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "missing"
 
 
 # Sentences per forward pass when embedding a whole set: 300 sentences of 128 tokens at once would
