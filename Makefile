@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.course-installed
 
-.PHONY: setup data prepare run test lab lint doctor bench report student bundle site launch notebooks clean
+.PHONY: setup data prepare run test lab lint doctor bench report student bundle release site launch notebooks clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -59,6 +59,12 @@ student: $(STAMP)
 # `make bundle WHEELS=1` adds a wheelhouse for this platform (pip download: needs PyPI, GBs with torch).
 bundle: prepare
 	$(PY) -m course_lib bundle $(if $(WHEELS),--wheels)
+
+# The release files (build/release/: the trained models in one archive, and its manifest) and
+# course_lib/release.json, which an installed course checks every download against. Upload the two
+# files as the assets of the GitHub release the command names, and commit course_lib/release.json.
+release: prepare
+	$(PY) -m course_lib release
 
 # The executed lessons and the report as a static HTML site, build/site/index.html (jupyter-book 1,
 # offline); runs the lessons first when build/notebooks/ is missing or older than notebooks/.

@@ -46,6 +46,9 @@ _NAMES = {
     "models": (
         "MODELS",
         "TrainedModel",
+        "ensure_model",
+        "ensure_models",
+        "ensure_models",
         "ensure_onnx",
         "export_onnx",
         "load_model",
@@ -87,6 +90,7 @@ __all__ = [
     "Preprocessing",
     "TrainedModel",
     "cpu_report",
+    "ensure_model",
     "data_dir",
     "default_preprocessing",
     "ensure_onnx",

@@ -10,6 +10,7 @@ bundle   one .zip for a room without internet: the course, Fashion-MNIST, the pr
 site     the executed lessons and the report as a static HTML site in build/site/ (jupyter-book)
 timings  the instructor guide's table of run times and peak memory, from build/run.json
 launch   regenerate the Colab/Binder badges and setup cells from pyproject.toml's address (--check)
+release  the release files: the trained models in one archive and its manifest, and course_lib/release.json
 """
 
 from __future__ import annotations
@@ -30,7 +31,20 @@ def _fmt_seconds(s: float) -> str:
     return f"{s:.1f} s" if s < 90 else f"{s / 60:.1f} min"
 
 
-def prepare(progress: bool = True) -> dict:
+def _source_line(meta: dict) -> str:
+    """Where a cached model came from, in words (recorded in its metadata)."""
+    source = meta.get("source") or {}
+    kind = source.get("kind")
+    if kind == "release download":
+        return f"downloaded from {source['url']} (SHA-256 {source['sha256'][:12]}…, trained on {source.get('trained_on')})"
+    if kind in ("release archive", "workshop bundle"):
+        return f"installed from the {kind} {source['path']} (trained on {source.get('trained_on')})"
+    if kind == "trained here":
+        return f"trained here on {source.get('device')}"
+    return "trained here (before the course recorded sources)"
+
+
+def prepare(progress: bool = True, archive: Path | None = None) -> dict:
     """Make data, trained models and ONNX files available; say what was done and how long it took."""
     from . import data, models
 
@@ -46,31 +60,21 @@ def prepare(progress: bool = True) -> dict:
     print(msg, flush=True)
     report["data_source"] = ds.source.kind
 
-    said: list[str] = []  # what loading and exporting had to say: nothing means all was cached
-
-    def log(message: str) -> None:
-        said.append(message)
-        print(message, flush=True)
-
-    for name in MODEL_ORDER:
-        t0 = time.perf_counter()
-        said.clear()
-        trained = models.ensure_model(name, progress=progress, log=log)
+    t0 = time.perf_counter()
+    got = models.ensure_models(MODEL_ORDER, progress=progress, archive=archive)
+    for name, trained in got.items():
         path = models.onnx_path(name)
-        if not said:
-            action = "cached"
-        elif any(m.startswith("Training") for m in said):
-            action = "trained and exported"
-        else:
-            action = "exported"
+        action = str(trained.origin) + (", exported to ONNX" if trained.exported else "")
         line = (
-            f"{name}: {action}; test accuracy {trained.test_accuracy:.2%}; training took "
-            f"{_fmt_seconds(trained.meta['train_seconds'])}; ONNX {path.name} "
-            f"{path.stat().st_size / 1e6:.2f} MB, parity max |diff| {trained.meta['onnx']['parity_max_abs_diff']:.1e}"
-            f" [{_fmt_seconds(time.perf_counter() - t0)}]"
+            f"{name}: {action}; {_source_line(trained.meta)}; test accuracy {trained.test_accuracy:.2%}; "
+            f"ONNX {path.name} {path.stat().st_size / 1e6:.2f} MB, parity max |diff| "
+            f"{trained.meta['onnx']['parity_max_abs_diff']:.1e}"
         )
         print(line, flush=True)
-        report["steps"].append({"model": name, "action": action, "test_accuracy": trained.test_accuracy})
+        report["steps"].append(
+            {"model": name, "action": str(trained.origin), "test_accuracy": trained.test_accuracy}
+        )
+    print(f"demo models ready [{_fmt_seconds(time.perf_counter() - t0)}]", flush=True)
     t0 = time.perf_counter()
     from . import text_encoder
 
@@ -102,7 +106,7 @@ def doctor() -> int:
     """Print the environment report; return 0 if everything the course needs is there, else 1."""
     import platform
 
-    from . import data, hardware, models
+    from . import data, hardware, models, release
 
     problems: list[str] = []
     print("Environment")
@@ -143,13 +147,26 @@ def doctor() -> int:
             onnx_ok = models.onnx_path(name).exists() and "onnx" in meta
             print(
                 f"  {name}: cached, test accuracy {meta['test_accuracy']:.2%}, trained in "
-                f"{_fmt_seconds(meta['train_seconds'])}; ONNX {'exported' if onnx_ok else 'NOT exported'}"
+                f"{_fmt_seconds(meta['train_seconds'])}; ONNX {'exported' if onnx_ok else 'NOT exported'}\n"
+                f"    source: {_source_line(meta)}"
             )
             if not onnx_ok:
                 problems.append(f"export {name} to ONNX: python -m course_lib prepare")
         else:
             print(f"  {name}: {status}")
-            problems.append(f"train {name}: python -m course_lib prepare")
+            problems.append(f"get {name}: python -m course_lib prepare (the release, else training)")
+    try:
+        published = release.published()
+    except release.ReleaseError as exc:
+        published = None
+        print(f"  release: {exc}")
+    if published is None:
+        print("  release: none published for this version of the course (training is the fallback)")
+    else:
+        current = (
+            "" if published.tag == release.release_tag(published.models) else " (for other recipes: not used)"
+        )
+        print(f"  release: {published.tag}{current}, {published.bytes / 1e6:.1f} MB from {published.url()}")
 
     from . import text_encoder
 
@@ -238,6 +255,27 @@ def bench(quick: bool, out: Path) -> int:
                            metrics={"speedup": row.speedup, "speedup_low": row.speedup_low,
                                     "speedup_high": row.speedup_high, "accuracy": row.accuracy,
                                     "agreement": row.agreement})  # fmt: skip
+    return 0
+
+
+def make_release(out: Path, package_file: bool = True) -> int:
+    """Write the release's files from the verified cache; print their sizes and what to upload where."""
+    from . import release
+
+    t0 = time.perf_counter()
+    target = release.RELEASE_FILE if package_file else None
+    published = release.write_release(out, package_file=target)
+    print(f"Release {published.tag} in {out} [{_fmt_seconds(time.perf_counter() - t0)}]:")
+    print(f"  {published.asset}: {published.bytes / 1e6:,.1f} MB, SHA-256 {published.sha256}")
+    for arcname, info in sorted(published.files.items()):
+        print(f"    {arcname}: {info['bytes'] / 1e6:,.2f} MB, SHA-256 {info['sha256'][:16]}…")
+    print(f"  {release.MANIFEST_ASSET}: the same hashes")
+    if target is not None:
+        print(f"  {target}: the same manifest, inside the package; commit it with the release")
+    print(
+        f"Upload both files as the assets of the GitHub release tagged {published.tag}; an installed course "
+        f"then downloads {published.url()}"
+    )
     return 0
 
 
@@ -330,6 +368,21 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare", help="data, demo models and ONNX files (idempotent)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--archive",
+        type=Path,
+        default=None,
+        help="a release archive (course-models.tar) or workshop bundle (.zip) to install the models from",
+    )
+    rl = sub.add_parser(
+        "release", help="the release files (models archive + manifest) and course_lib/release.json"
+    )
+    rl.add_argument("--out", type=Path, default=ROOT / "build" / "release")
+    rl.add_argument(
+        "--no-package-file",
+        action="store_true",
+        help="do not write course_lib/release.json (a trial release)",
+    )
     sub.add_parser("doctor", help="report what the course needs and what is missing")
     r = sub.add_parser("run", help="prepare, then execute every notebook into build/")
     r.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
@@ -392,8 +445,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "report":
         return report(args.build)
     if args.command == "prepare":
-        prepare(progress=not args.no_progress)
+        prepare(progress=not args.no_progress, archive=args.archive)
         return 0
+    if args.command == "release":
+        return make_release(args.out, package_file=not args.no_package_file)
     if args.command == "doctor":
         return doctor()
     return run(args.notebooks, args.build, args.timeout)

@@ -7,6 +7,7 @@ and Intel AMX add dedicated INT8 dot-product instructions that ONNX Runtime's ke
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 from pathlib import Path
@@ -24,13 +25,14 @@ INT8_FEATURES: dict[str, tuple[str, str]] = {
 }
 
 
-def _cpu_flags() -> tuple[str, set[str]]:
-    """The CPU's model name and its feature flags, via py-cpuinfo or /proc/cpuinfo."""
+@functools.lru_cache(maxsize=1)
+def _cpu_flags() -> tuple[str, frozenset[str]]:
+    """The CPU's model name and its feature flags, via py-cpuinfo or /proc/cpuinfo (read once)."""
     try:
         import cpuinfo  # py-cpuinfo
 
         info = cpuinfo.get_cpu_info()
-        return info.get("brand_raw", platform.processor() or "unknown"), set(info.get("flags", []))
+        return info.get("brand_raw", platform.processor() or "unknown"), frozenset(info.get("flags", []))
     except Exception:
         pass
     name, flags = platform.processor() or "unknown", set()
@@ -43,7 +45,7 @@ def _cpu_flags() -> tuple[str, set[str]]:
                 name = value.strip()
             elif key in ("flags", "features"):
                 flags |= set(value.split())
-    return name, flags
+    return name, frozenset(flags)
 
 
 def cpu_report() -> dict:
@@ -55,6 +57,26 @@ def cpu_report() -> dict:
         "logical_cores": os.cpu_count(),
         "features": {feature: flag in flags for feature, (flag, _) in INT8_FEATURES.items()},
     }
+
+
+def cpu_name() -> str:
+    """The CPU's model name, as the operating system reports it."""
+    return _cpu_flags()[0]
+
+
+def cpu_summary() -> str:
+    """The CPU and its INT8-relevant features in one line, e.g. 'AMD EPYC (AVX2, no AVX-512, no VNNI)'."""
+    f = cpu_report()["features"]
+    if f["ARM dot product"] or f["ARM i8mm"]:
+        parts = [name for name in ("ARM dot product", "ARM i8mm") if f[name]]
+    else:
+        parts = [
+            "AVX-512" if f["AVX-512"] else ("AVX2, no AVX-512" if f["AVX2"] else "no AVX2"),
+            "VNNI" if f["AVX-512 VNNI"] or f["AVX-VNNI"] else "no VNNI",
+            *(["AMX"] if f["AMX (INT8)"] else []),
+        ]
+    isa = ", ".join(parts)
+    return f"{cpu_name()} ({isa})"
 
 
 def has_vnni() -> bool:

@@ -130,7 +130,11 @@ def lesson_notebooks(directory: Path) -> list[Path]:
 
 
 def execute_notebook(
-    notebook: Path, output_dir: Path | None = None, timeout: int = DEFAULT_TIMEOUT, cwd: Path | None = None
+    notebook: Path,
+    output_dir: Path | None = None,
+    timeout: int = DEFAULT_TIMEOUT,
+    cwd: Path | None = None,
+    kernel_name: str = "python3",
 ) -> NotebookRun:
     """Run every cell of `notebook` in a fresh kernel; save the executed copy under `output_dir`.
 
@@ -146,7 +150,7 @@ def execute_notebook(
     client = NotebookClient(
         nb,
         timeout=timeout,
-        kernel_name="python3",
+        kernel_name=kernel_name,
         kernel_manager_class=_polling_kernel_manager(),
         resources={"metadata": {"path": str(cwd or notebook.parent)}},
         # The kernel is killed rather than asked to shut down politely once the last cell has

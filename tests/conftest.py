@@ -17,10 +17,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def private_data_dir(tmp_path, monkeypatch):
-    """An empty course data directory for this test alone."""
+    """An empty course data directory for this test alone, and no published release to download
+    (tests that download start their own server and release)."""
+    import course_lib.release as release
+
     d = tmp_path / "course-data"
     d.mkdir()
     monkeypatch.setenv(data.DATA_DIR_ENV, str(d))
+    monkeypatch.setattr(release, "RELEASE_FILE", tmp_path / "no-release.json")
+    for name in (release.URL_ENV, release.ARCHIVE_ENV):
+        monkeypatch.delenv(name, raising=False)
     data._load_cached.cache_clear()
     yield d
     data._load_cached.cache_clear()

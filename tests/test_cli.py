@@ -27,8 +27,8 @@ def test_prepare_is_idempotent_and_says_what_it_did():
     assert second.returncode == 0, second.stderr
     out = second.stdout
     assert "checksums verified" in out
-    assert "moons_mlp: cached" in out and "fashion_resnet18: cached" in out
-    assert "Training" not in out
+    assert "moons_mlp: verified cache;" in out and "fashion_resnet18: verified cache;" in out
+    assert "Training" not in out and "Downloading" not in out
     assert "prepare finished in" in out
 
 
@@ -46,6 +46,8 @@ def test_doctor_reports_a_complete_environment():
     ):
         assert expected in out
     assert "fashion_resnet18: cached" in out and "ONNX exported" in out
+    assert out.count("    source: ") == 2  # where each demo model came from
+    assert "  release: " in out
     assert "text_encoder: all-MiniLM-L6-v2 exported" in out
     assert out.rstrip().endswith("Environment complete.")
 
@@ -54,7 +56,7 @@ def test_doctor_names_what_is_missing(tmp_path):
     result = course_lib("doctor", env={"COURSE_DATA_DIR": str(tmp_path)})
     assert result.returncode == 1
     assert "moons_mlp: not trained yet" in result.stdout
-    assert "train fashion_resnet18: python -m course_lib prepare" in result.stdout
+    assert "get fashion_resnet18: python -m course_lib prepare (the release, else training)" in result.stdout
     assert "export the text_encoder: python -m course_lib prepare" in result.stdout
     assert result.stdout.rstrip().endswith("Environment incomplete.")
 
@@ -105,3 +107,14 @@ def test_memory_watch_counts_processes_started_inside_it():
     with MemoryWatch(interval=0.1) as quiet:
         subprocess.run([sys.executable, "-c", "import time; time.sleep(0.5)"], check=True)
     assert quiet.peak < 100e6
+
+
+def test_release_writes_the_archive_and_manifest_and_says_what_to_upload(tmp_path):
+    result = course_lib("release", "--out", str(tmp_path), "--no-package-file")
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "course-models.manifest.json").read_text())
+    assert (tmp_path / "course-models.tar").stat().st_size == manifest["bytes"]
+    assert sorted(manifest["models"]) == ["fashion_resnet18", "moons_mlp"] and len(manifest["files"]) == 6
+    out = result.stdout
+    assert f"Release {manifest['tag']} in {tmp_path}" in out and manifest["sha256"] in out
+    assert f"the GitHub release tagged {manifest['tag']}" in out and "course_lib/release.json" not in out

@@ -48,7 +48,7 @@ def test_corrupt_weights_are_rebuilt_with_a_message(cached_mlp):
     assert models.cache_status("moons_mlp").startswith("corrupt")
     log = Log()
     rebuilt = models.load_model("moons_mlp", progress=False, log=log)
-    assert "rebuilt: corrupt" in log[0]
+    assert "cannot be used (corrupt" in log[0]
     assert models.cache_status("moons_mlp") == "ok" and rebuilt.test_accuracy >= 0.95
 
 
@@ -207,3 +207,108 @@ def test_a_torchscript_export_can_keep_its_batchnorms_and_still_match_pytorch(tm
         models.export_onnx(trained, tmp_path / "x.onnx", keep_batchnorm=True)
     with pytest.raises(ValueError, match="exporter must be"):
         models.export_onnx(trained, tmp_path / "x.onnx", exporter="tf2onnx")
+
+
+# ---------------------------------------------------------------------------------- training
+def test_skipping_dead_taps_computes_the_same_convolution_and_gradients():
+    # Every shape the ResNet18's convolutions meet at 32 px, and odd ones (taps cut on one side only).
+    torch.manual_seed(0)
+    shapes = [
+        (1, 3, 1, 1),
+        (1, 3, 2, 1),
+        (2, 3, 2, 1),
+        (2, 1, 2, 0),
+        (4, 3, 1, 1),
+        (7, 7, 2, 3),
+        (3, 5, 2, 2),
+    ]
+    cropped = 0
+    for size, kernel, stride, padding in shapes:
+        conv = torch.nn.Conv2d(4, 6, kernel, stride, padding, bias=False)
+        x = torch.randn(3, 4, size, size + 1, requires_grad=True)
+        full = conv._conv_forward(x, conv.weight, conv.bias)
+        fast = models._conv_without_dead_taps(conv, x)
+        assert fast.shape == full.shape
+        torch.testing.assert_close(fast, full, rtol=1e-5, atol=1e-5)
+        g = torch.randn_like(full)
+        grads_full = torch.autograd.grad(full, [x, conv.weight], g)
+        grads_fast = torch.autograd.grad(fast, [x, conv.weight], g)
+        for a, b in zip(grads_full, grads_fast, strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
+        cropped += models._live_taps(size, kernel, stride, padding) != (0, kernel - 1)
+    assert cropped == 3  # the first three shapes really take the shortcut
+    # A 3x3 kernel on a 1x1 map uses its centre tap only; the dead taps get exactly zero gradient.
+    assert models._live_taps(1, 3, 1, 1) == (1, 1)
+    conv = torch.nn.Conv2d(2, 2, 3, 1, 1)
+    models._conv_without_dead_taps(conv, torch.randn(1, 2, 1, 1)).sum().backward()
+    assert (
+        conv.weight.grad[:, :, 1, 1].abs().sum() > 0
+        and conv.weight.grad.abs().sum() == conv.weight.grad[:, :, 1, 1].abs().sum()
+    )
+
+
+def test_skipping_dead_taps_is_undone_after_training():
+    model = models.build_resnet18()
+    keys = list(model.state_dict())
+    with models._skipping_dead_taps(model):
+        assert all("forward" in vars(m) for m in model.modules() if isinstance(m, torch.nn.Conv2d))
+    assert not any("forward" in vars(m) for m in model.modules())
+    assert list(model.state_dict()) == keys  # same parameters, same names: exports as before
+
+
+def test_training_device_prefers_cuda_and_can_be_told(monkeypatch):
+    monkeypatch.delenv(models.TRAIN_DEVICE_ENV, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert models.training_device().type == "cpu"  # this machine, CI's, a Colab CPU runtime
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert models.training_device().type == "cuda"  # Colab's GPU runtime
+    monkeypatch.setenv(models.TRAIN_DEVICE_ENV, "cpu")
+    assert models.training_device().type == "cpu"
+    monkeypatch.setenv(models.TRAIN_DEVICE_ENV, "gpu")
+    with pytest.raises(ValueError, match="must be 'auto', 'cpu' or 'cuda'; found 'gpu'"):
+        models.training_device()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv(models.TRAIN_DEVICE_ENV, "cuda")
+    with pytest.raises(RuntimeError, match="sees no CUDA device"):
+        models.training_device()
+
+
+def test_resnet_training_reports_every_epoch_and_its_estimate_holds(monkeypatch):
+    # The real training loop on a slice of the data: 4 steps an epoch, 2 epochs.
+    monkeypatch.delenv(models.TRAIN_DEVICE_ENV, raising=False)
+    real = data.load_split
+    sizes = {"train": 1024, "validation": 64, "test": 256}
+    monkeypatch.setattr(data, "load_split", lambda name: tuple(a[: sizes[name]] for a in real(name)))
+    recipe = models.Recipe(**{**models.RESNET_RECIPE.to_dict(), "epochs": 2, "augment": models.AUGMENTATIONS})
+    spec = models.MODELS["fashion_resnet18"]
+    monkeypatch.setitem(
+        models.MODELS, "fashion_resnet18", models.ModelSpec(**{**spec.__dict__, "recipe": recipe})
+    )
+    estimate = models.estimate_training("fashion_resnet18", steps=2)
+    log = Log()
+    module, record = models.train_resnet18(recipe, progress=False, log=log)
+    assert [m.split(":")[0] for m in log] == ["ResNet18 epoch 1/2", "ResNet18 epoch 2/2"]
+    assert all("images/s" in m and "validation accuracy" in m and "left" in m for m in log)
+    assert [row["epoch"] for row in record["history"]] == [1, 2] and record["device"].startswith("CPU (")
+    assert 0.5 < estimate.seconds / record["train_seconds"] < 2  # the projection is a measurement
+    assert "samples/s over 2 training steps" in str(estimate) and estimate.device == record["device"]
+    with pytest.raises(ValueError, match=r"Unknown augmentation \['shift3'\]"):
+        models.train_resnet18(models.Recipe(**{**recipe.to_dict(), "augment": ("shift3",)}), progress=False)
+
+
+def test_per_image_shift_moves_each_image_by_its_own_offset_within_the_border():
+    recipe = models.Recipe(epochs=1, batch_size=64, lr=0.1, weight_decay=0.0, augment=("shift2-each",))
+    images, _ = data.load_split("validation")
+    x = torch.from_numpy(data.preprocess(images[:64]))  # 28x28 inside a 2-pixel zero border
+    shifted = models._augment(x, recipe, torch.Generator().manual_seed(1))
+    offsets = set()
+    for before, after in zip(x[:, 0], shifted[:, 0], strict=True):
+        found = [
+            (dy, dx)
+            for dy in range(-2, 3)
+            for dx in range(-2, 3)
+            if torch.equal(torch.roll(before, (dy, dx), (0, 1)), after)
+        ]
+        assert len(found) == 1  # one shift of at most 2 pixels; the zero border is what wraps round
+        offsets.add(found[0])
+    assert len(offsets) > 10  # images get their own shifts, not one for the batch
