@@ -86,23 +86,38 @@ def badges_markdown(launch: Launch, notebook: str | None = None) -> str:
     )
 
 
+DRIVE_FOLDER = "/content/drive/MyDrive/onnx-quant-course"
+
+
 def setup_cell(launch: Launch) -> str:
-    """The first code cell of every lesson: nothing outside Colab; in Colab, install and fetch data."""
+    """The first code cell of every lesson: nothing outside Colab; in Colab, install, fetch data and models."""
     return f'''{SETUP_MARK}
-# Outside Colab it does nothing. In Colab it installs course_lib from the course's repository and
-# makes Fashion-MNIST available (Colab has internet: torchvision's downloader fetches it, and the
-# course verifies every file). A lesson that needs a demo model trains it on first use (the
-# ResNet18 takes several minutes on Colab's CPU runtime).
+# Outside Colab it does nothing. In Colab it installs course_lib from the course's repository, makes
+# Fashion-MNIST available (torchvision's downloader; the course verifies every file) and gets the
+# two trained demo models: the release download, checked byte for byte, when a release is
+# published; otherwise it trains them here, after saying how long that will take.
+# KEEP_ON_DRIVE = True keeps the course's data directory on your Google Drive (Colab asks for
+# permission), so that the next Colab session finds everything there and starts at once.
 import sys
 
+KEEP_ON_DRIVE = False
+
 if "google.colab" in sys.modules:
+    import os
     import subprocess
 
+    if KEEP_ON_DRIVE:
+        from google.colab import drive
+
+        drive.mount("/content/drive")
+        os.environ["COURSE_DATA_DIR"] = "{DRIVE_FOLDER}"
     course = "{launch.pip_requirement()}"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", course], check=True)
     import course_lib
 
-    print("Fashion-MNIST from:", course_lib.find_fashion_mnist(download=True).kind)'''
+    print("Fashion-MNIST from:", course_lib.find_fashion_mnist(download=True).kind)
+    for name, model in course_lib.ensure_models().items():
+        print(f"{{name}}: from the {{model.origin}}")'''
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import zipfile
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -68,19 +69,35 @@ def test_readme_has_the_badges_and_a_link_to_every_lesson():
         assert where.colab_url(notebook.name) in readme and where.binder_url(notebook.name) in readme
 
 
-def _run_setup_cell(tmp_path, in_colab: bool) -> subprocess.CompletedProcess:
-    """The generated cell in a fresh interpreter, with subprocess.run recorded instead of run."""
+def _run_setup_cell(tmp_path, in_colab: bool, drive: Path | None = None) -> subprocess.CompletedProcess:
+    """The generated cell in a fresh interpreter, with subprocess.run recorded instead of run.
+
+    With `drive`, the learner has set KEEP_ON_DRIVE = True; mounting Drive is recorded, Drive's
+    folder is `drive`, and ensure_models only records what it was asked for (an empty data
+    directory would otherwise train the ResNet18).
+    """
     cell = launch.setup_cell(launch.read_launch())
+    if drive is not None:
+        cell = cell.replace("KEEP_ON_DRIVE = False", "KEEP_ON_DRIVE = True").replace(
+            launch.DRIVE_FOLDER, str(drive)
+        )
     harness = textwrap.dedent(f"""
         import json, subprocess, sys, types
         calls = []
         subprocess.run = lambda args, **kw: calls.append(args)
         if {in_colab!r}:
             sys.modules["google"] = types.ModuleType("google")
-            sys.modules["google.colab"] = types.ModuleType("google.colab")
+            colab = sys.modules["google.colab"] = types.ModuleType("google.colab")
+            colab.drive = types.SimpleNamespace(mount=lambda where: calls.append(["mount", where]))
+        if {drive is not None!r}:
+            import course_lib
+            course_lib.ensure_models = lambda: (calls.append(["ensure_models"])
+                                                or {{"stub": types.SimpleNamespace(origin="stub")}})
         exec(compile({cell!r}, "setup-cell", "exec"))
+        import os
         print("CALLS", json.dumps(calls))
         print("IMPORTED", "course_lib" in sys.modules)
+        print("DATA", os.environ.get("COURSE_DATA_DIR"))
     """)
     return subprocess.run(
         [sys.executable, "-c", harness], capture_output=True, text=True, check=True, cwd=tmp_path
@@ -96,11 +113,22 @@ def test_setup_cell_does_nothing_outside_colab(tmp_path):
     assert _calls(out) == [] and "IMPORTED False" in out and "Fashion-MNIST" not in out
 
 
-def test_setup_cell_in_colab_installs_the_course_and_finds_the_data(tmp_path):
+def test_setup_cell_in_colab_installs_the_course_and_gets_data_and_models(tmp_path):
     out = _run_setup_cell(tmp_path, in_colab=True).stdout
     [pip] = _calls(out)
     assert pip[1:4] == ["-m", "pip", "install"] and pip[-1] == launch.read_launch().pip_requirement()
     assert "Fashion-MNIST from:" in out and "IMPORTED True" in out
+    # make test prepared both models, so here they come from the cache (a fresh Colab downloads them)
+    assert "moons_mlp: from the verified cache" in out and "fashion_resnet18: from the verified cache" in out
+
+
+def test_setup_cell_keeps_the_data_on_drive_when_asked(tmp_path):
+    drive = tmp_path / "MyDrive" / "onnx-quant-course"
+    out = _run_setup_cell(tmp_path, in_colab=True, drive=drive).stdout
+    mount, pip, *ensured = _calls(out)
+    assert mount == ["mount", "/content/drive"] and pip[3] == "install"
+    assert ensured == [["ensure_models"]]
+    assert f"DATA {drive}" in out  # the course data directory now lives on Drive
 
 
 def test_changing_the_address_regenerates_everything(tmp_path):

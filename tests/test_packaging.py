@@ -78,33 +78,61 @@ def test_binder_post_build_runs_in_a_fresh_virtual_environment(tmp_path):
 
     The virtual environment is new and course_lib is not installed in it; the dependencies that
     repo2docker installs from binder/environment.yml are lent from this environment through a
-    .pth file (installing torch again would take gigabytes). The demo models come from the course
-    data directory, so `prepare` verifies them instead of training for 15 minutes.
+    .pth file (installing torch again would take gigabytes). The course data directory starts
+    empty (but for the text encoder's export, which comes from a pip package, not a release),
+    and a release made from this machine's models is served on 127.0.0.1: postBuild must get the
+    demo models from it, not train them.
     """
+    import threading
+    from functools import partial
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
     import course_lib.data as data
+    import course_lib.release as release
 
     repo = tmp_path / "repo"
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
     for name in tracked.stdout.splitlines():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, repo / name)  # keeps postBuild's executable bit
+    made = release.write_release(tmp_path / "release", package_file=repo / "course_lib" / "release.json")
+    fresh_data = tmp_path / "data"
+    shutil.copytree(data.data_dir() / "models" / "text_encoder", fresh_data / "models" / "text_encoder")
+    handler = partial(SimpleHTTPRequestHandler, directory=str(tmp_path / "release"))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     [fresh_site] = (venv / "lib").glob("python3*/site-packages")
     (fresh_site / "lent-dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    env |= {"PATH": f"{venv / 'bin'}:{env['PATH']}", data.DATA_DIR_ENV: str(data.data_dir())}
+    env |= {"PATH": f"{venv / 'bin'}:{env['PATH']}", data.DATA_DIR_ENV: str(fresh_data), release.URL_ENV: url}
     found = subprocess.run([venv / "bin" / "python", "-c", "import course_lib"], env=env, cwd=tmp_path)
     assert found.returncode != 0  # not installed in the fresh environment before postBuild
 
-    build = subprocess.run(
-        [repo / "binder" / "postBuild"], cwd=repo, env=env, capture_output=True, text=True, timeout=900
-    )
+    try:
+        build = subprocess.run(
+            [repo / "binder" / "postBuild"], cwd=repo, env=env, capture_output=True, text=True, timeout=900
+        )
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    assert f"Downloading the trained models: {url}/{release.ASSET}" in build.stdout
+    assert (
+        "moons_mlp: release download" in build.stdout and "fashion_resnet18: release download" in build.stdout
+    )
+    assert "Training" not in build.stdout
     where = subprocess.run(
         [venv / "bin" / "python", "-c", "import course_lib; print(course_lib.__file__)"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert where.stdout.strip() == str(repo / "course_lib" / "__init__.py")
     doctor = subprocess.run(
         [venv / "bin" / "python", "-m", "course_lib", "doctor"],
@@ -114,3 +142,5 @@ def test_binder_post_build_runs_in_a_fresh_virtual_environment(tmp_path):
         text=True,
     )
     assert doctor.returncode == 0 and "Environment complete." in doctor.stdout, doctor.stdout[-3000:]
+    assert f"source: downloaded from {url}/{release.ASSET} (SHA-256 {made.sha256[:12]}" in doctor.stdout
+    assert f"release: {made.tag}" in doctor.stdout
