@@ -52,7 +52,9 @@ def images_per_second(size: int, batch: int, channels_last: bool, skip: bool, st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=8, help="timed steps per setting (after one warm-up)")
+    parser.add_argument(
+        "--steps", type=int, default=8, help="timed steps per setting (after two warm-up steps)"
+    )
     args = parser.parse_args(argv)
     recipe = models.RESNET_RECIPE
     n = len(data.split_indices()["train"])

@@ -268,7 +268,8 @@ def make_release(out: Path, package_file: bool = True) -> int:
     print(f"Release {published.tag} in {out} [{_fmt_seconds(time.perf_counter() - t0)}]:")
     print(f"  {published.asset}: {published.bytes / 1e6:,.1f} MB, SHA-256 {published.sha256}")
     for arcname, info in sorted(published.files.items()):
-        print(f"    {arcname}: {info['bytes'] / 1e6:,.2f} MB, SHA-256 {info['sha256'][:16]}…")
+        size = f"{info['bytes'] / 1e6:,.2f} MB" if info["bytes"] >= 100_000 else f"{info['bytes']:,} bytes"
+        print(f"    {arcname}: {size}, SHA-256 {info['sha256'][:16]}…")
     print(f"  {release.MANIFEST_ASSET}: the same hashes")
     if target is not None:
         print(f"  {target}: the same manifest, inside the package; commit it with the release")

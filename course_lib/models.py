@@ -392,11 +392,15 @@ def train_resnet18(
                 "seconds": elapsed,
             }
             history.append(row)
+            when = (
+                f"{_fmt_minutes(elapsed)} so far, about {_fmt_minutes(left)} left"
+                if epoch + 1 < recipe.epochs
+                else f"done in {_fmt_minutes(elapsed)}"
+            )
             say(
                 f"ResNet18 epoch {epoch + 1}/{recipe.epochs}: {row['images_per_second']:.0f} images/s, "
                 f"loss {row['loss']:.3f}, train accuracy {row['train_accuracy']:.1%}, validation accuracy "
-                f"{val_acc:.1%} ({len(val_x)} held-out images); {_fmt_minutes(elapsed)} so far, "
-                f"about {_fmt_minutes(left)} left"
+                f"{val_acc:.1%} ({len(val_x)} held-out images); {when}"
             )
     seconds = time.perf_counter() - start
     model = model.to("cpu", memory_format=torch.contiguous_format).eval()
@@ -685,22 +689,27 @@ class TrainingEstimate:
         )
 
 
-def _time_steps(model: nn.Module, opt, x: torch.Tensor, y: torch.Tensor, steps: int, **loss_kw) -> float:
-    """Seconds per training step on one batch, after one untimed warm-up step."""
+def _time_steps(
+    model: nn.Module, opt, x: torch.Tensor, y: torch.Tensor, steps: int, warmup: int = 2, **loss_kw
+) -> float:
+    """Median seconds of one training step on one batch, after `warmup` untimed steps (a process's
+    first steps run slower while oneDNN creates its kernels)."""
     model.train()
-    for i in range(steps + 1):
-        if i == 1:
-            start = time.perf_counter()
+    times = []
+    for i in range(steps + warmup):
+        start = time.perf_counter()
         loss = nn.functional.cross_entropy(model(x), y, **loss_kw)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    if x.device.type == "cuda":
-        torch.cuda.synchronize(x.device)
-    return (time.perf_counter() - start) / steps
+        if x.device.type == "cuda":
+            torch.cuda.synchronize(x.device)
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
+    return float(np.median(times))
 
 
-def estimate_training(name: str, steps: int = 3, device: torch.device | None = None) -> TrainingEstimate:
+def estimate_training(name: str, steps: int = 4, device: torch.device | None = None) -> TrainingEstimate:
     """Time a few real training steps of a fresh model (a few seconds) and project the whole recipe.
 
     The steps run exactly as training runs them (same batch size, threads, device, memory layout);

@@ -288,7 +288,8 @@ def test_resnet_training_reports_every_epoch_and_its_estimate_holds(monkeypatch)
     log = Log()
     module, record = models.train_resnet18(recipe, progress=False, log=log)
     assert [m.split(":")[0] for m in log] == ["ResNet18 epoch 1/2", "ResNet18 epoch 2/2"]
-    assert all("images/s" in m and "validation accuracy" in m and "left" in m for m in log)
+    assert all("images/s" in m and "validation accuracy" in m for m in log)
+    assert "about" in log[0] and "left" in log[0] and "done in" in log[1]
     assert [row["epoch"] for row in record["history"]] == [1, 2] and record["device"].startswith("CPU (")
     assert 0.5 < estimate.seconds / record["train_seconds"] < 2  # the projection is a measurement
     assert "samples/s over 2 training steps" in str(estimate) and estimate.device == record["device"]
