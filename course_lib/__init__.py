@@ -42,7 +42,7 @@ _NAMES = {
         "load_split",
         "preprocess",
     ),
-    "hardware": ("cpu_report", "has_vnni", "onnxruntime_providers"),
+    "hardware": ("cpu_report", "has_vnni", "onnxruntime_providers", "u8s8_can_saturate"),
     "models": (
         "MODELS",
         "TrainedModel",
@@ -105,4 +105,5 @@ __all__ = [
     "onnx_path",
     "onnxruntime_providers",
     "preprocess",
+    "u8s8_can_saturate",
 ]

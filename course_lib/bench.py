@@ -49,6 +49,14 @@ RESNET_VARIANTS: dict[str, tuple[str, dict]] = {
 BEST_RESNET = "static U8S8 per-channel"
 
 
+def production_resnet_variant() -> str:
+    """The variant lesson 03 ships on this CPU: U8S8 per-channel, with reduce_range where its kernels
+    can saturate (x86 without VNNI), as ONNX Runtime advises."""
+    from .hardware import u8s8_can_saturate
+
+    return f"{BEST_RESNET} reduce_range" if u8s8_can_saturate() else BEST_RESNET
+
+
 @dataclass
 class BenchConfig:
     """What to measure. The defaults are the full benchmark; `QUICK` is for tests."""
@@ -219,7 +227,14 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
             torch.ao.quantization.quantize_dynamic(trained.module.eval(), {torch.nn.Linear}, dtype=torch.qint8),
             ["input"], threads=threads, name="pytorch dynamic int8",
         )  # fmt: skip
-        best = BEST_RESNET if BEST_RESNET in paths else config.variants[-1]
+        production = production_resnet_variant()
+        best = (
+            production
+            if production in paths
+            else BEST_RESNET
+            if BEST_RESNET in paths
+            else config.variants[-1]
+        )
         for batch in config.batch_sizes:
             feed = {"input": x_all[:batch]}
             for runner, onnx_name in ((torch_fp32, "fp32"), (torch_int8, best)):

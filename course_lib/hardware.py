@@ -85,6 +85,28 @@ def has_vnni() -> bool:
     return f["AVX-512 VNNI"] or f["AVX-VNNI"] or f["ARM dot product"]
 
 
+VNNI_FEATURES = ("AVX-512 VNNI", "AVX-VNNI", "AMX (INT8)")
+
+
+def saturating_u8s8(machine: str, features) -> bool:
+    """Whether a CPU (its machine name and the INT8_FEATURES it has) runs U8S8 through VPMADDUBSW:
+    x86-64 without VNNI. Used for this machine and for the machines recorded in the results store."""
+    x86 = machine.lower() in ("x86_64", "amd64", "x64", "i686", "i386")
+    return x86 and not set(VNNI_FEATURES) & set(features)
+
+
+def u8s8_can_saturate() -> bool:
+    """True on x86-64 CPUs without VNNI (AVX2 or AVX-512 alone): there ONNX Runtime's U8S8 kernels use
+    VPMADDUBSW, which adds each pair of u8 x s8 products into a 16-bit sum that saturates at 32,767.
+
+    ONNX Runtime's advice for these CPUs (its quantization docs, "When and why do I need to try
+    U8U8?"): quantize with `reduce_range=True` (7-bit weights) or use U8U8 if accuracy drops.
+    With VNNI (or on ARM) the products are added into 32 bits and nothing saturates.
+    """
+    cpu = cpu_report()
+    return saturating_u8s8(cpu["machine"], [name for name, present in cpu["features"].items() if present])
+
+
 def onnxruntime_providers() -> list[str]:
     """The execution providers this onnxruntime build offers."""
     import onnxruntime as ort

@@ -20,9 +20,11 @@ import copy
 import gc
 import hashlib
 import json
+import math
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -257,13 +259,19 @@ def physical_cores() -> int:
     return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
 
 
-def make_session(path: str | Path, threads: int | None = None, spinning: bool = True) -> ort.InferenceSession:
+def make_session(
+    path: str | Path,
+    threads: int | None = None,
+    spinning: bool = True,
+    config: Mapping[str, str] | None = None,
+) -> ort.InferenceSession:
     """A CPU session with `threads` intra-op threads (default: physical cores) and one inter-op
     thread, so that two measurements differ only in the model, never in the threading.
 
     `spinning=False` stops ONNX Runtime's idle threads from busy-waiting for the next run. Keep
     the default when timing ONNX models against each other; turn it off when another runtime
     (PyTorch) runs in turn on the same cores, or its threads wait for cores that ours spin on.
+    `config`: session configuration entries, e.g. {"session.x64quantprecision": "1"}.
     """
     threads = physical_cores() if threads is None else threads
     if not isinstance(threads, int) or threads < 1:
@@ -274,6 +282,8 @@ def make_session(path: str | Path, threads: int | None = None, spinning: bool = 
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     if not spinning:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    for key, value in (config or {}).items():
+        options.add_session_config_entry(key, str(value))
     return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
 
 
@@ -814,6 +824,22 @@ class Parity:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def accuracy_change_interval(self, confidence: float = 0.95) -> tuple[float, float]:
+        """An interval for candidate minus reference accuracy, in points, on these labelled rows.
+
+        Both models saw the same images, so only the images on which exactly one of them is right
+        move the difference: with b rows only the reference right and c only the candidate right
+        out of n, the change is (c - b) / n with the paired (McNemar) standard error
+        sqrt(b + c - (c - b)^2 / n) / n, far smaller than either accuracy's own uncertainty.
+        """
+        if self.labelled is None:
+            raise ValueError("accuracy_change_interval needs labels: pass labels to measure.parity(...).")
+        n, b, c = self.labelled, self.only_reference_right, self.only_candidate_right
+        change = (c - b) / n
+        se = math.sqrt(max(b + c - (c - b) ** 2 / n, 0.0)) / n
+        z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+        return 100 * (change - z * se), 100 * (change + z * se)
 
 
 def _as_logits(name: str, logits: Any) -> np.ndarray:

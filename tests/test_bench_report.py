@@ -112,21 +112,38 @@ def test_report_writes_both_files(tmp_path):
     assert "not measured yet" in paths["markdown"].read_text()
 
 
-def test_the_hardware_claim_compares_int8_with_fp32_only():
+def test_the_hardware_claim_takes_the_best_lower_end_of_int8_against_fp32():
+    def speed(median, low, high):
+        return {"speedup": median, "speedup_low": low, "speedup_high": high}
+
     entries = [
         _entry(
-            "bench", "ResNet18", "static U8S8 per-channel vs onnxruntime fp32, batch 64", {"speedup": 1.5}
+            "bench", "ResNet18", "static U8S8 per-channel vs onnxruntime fp32, batch 64", speed(1.5, 1.4, 1.6)
         ),
         _entry(
-            "bench",
-            "ResNet18",
-            "onnxruntime static U8S8 per-channel vs pytorch dynamic int8, batch 1",
-            {"speedup": 5.4},
-        ),  # fmt: skip
-        _entry("05", "text_encoder", "dynamic int8 per-channel, seq 256", {"speedup": 2.1}),
+            "bench", "ResNet18", "onnxruntime static U8S8 vs pytorch dynamic int8, batch 1", speed(5.4, 5, 6)
+        ),
+        _entry("05", "text_encoder", "dynamic int8 per-channel, seq 256", speed(1.9, 1.7, 2.0)),
+        _entry("05", "text_encoder", "dynamic int8 per-channel, seq 16", speed(2.6, 1.1, 3.9)),  # noisy
+        _entry("05", "fashion_resnet18", "static U8S8 per-channel", {"speedup": 3.0}),  # no interval
     ]
     (claim,) = {s["lesson"]: s for s in report.build(entries, ENV)["sections"]}["05"]["claims"]
-    assert (
-        claim["measured here"]
-        == "best INT8/fp32 ratio measured: 2.10x (text_encoder, dynamic int8 per-channel, seq 256)"
+    assert claim["measured here"] == (
+        "best INT8/fp32 ratio measured: 1.90x (90% interval 1.70–2.00; text_encoder, "
+        "dynamic int8 per-channel, seq 256)"
     )
+
+
+@pytest.mark.parametrize(
+    "features, shipped", [(["AVX2"], "per-channel, reduce_range"), (["AVX2", "AVX-512 VNNI"], "per-channel")]
+)
+def test_the_acceptance_claim_reads_the_variant_shipped_on_the_machine_that_ran_it(features, shipped):
+    env = {**ENV, "machine": "x86_64", "int8_features": features}
+    full = {"accuracy": 0.90, "fp32_accuracy": 0.92, "agreement": 0.98}
+    reduced = {"accuracy": 0.919, "fp32_accuracy": 0.92, "agreement": 0.997}
+    entries = [
+        {**_entry("04", "fashion_resnet18", "per-channel", full), "environment": env},
+        {**_entry("04", "fashion_resnet18", "per-channel, reduce_range", reduced), "environment": env},
+    ]
+    (claim,) = {s["lesson"]: s for s in report.build(entries, ENV)["sections"]}["04"]["claims"]
+    assert claim["measured here"].startswith(f"{shipped} static ResNet18: ")

@@ -506,3 +506,19 @@ def test_markdown_table_escapes_bars_inside_cells():
         "| b\\|c | 1 |",
     ]
     assert measure.markdown_table([]) == "(no rows)"
+
+
+def test_the_accuracy_change_interval_counts_only_the_images_one_model_gets_right():
+    # 10,000 images of class 0. INT8 alone is wrong on 64, fp32 alone on 47: change -0.17 points.
+    # By hand: se = sqrt(64 + 47 - 17**2 / 10000) / 10000 = 0.0010534, so 95 % is -0.17 ± 0.2065.
+    labels = np.zeros(10_000, dtype=np.int64)
+    fp32, int8 = np.tile([1.0, 0.0], (10_000, 1)), np.tile([1.0, 0.0], (10_000, 1))
+    int8[:64] = [0.0, 1.0]
+    fp32[100:147] = [0.0, 1.0]
+    p = measure.parity(fp32, int8, labels)
+    assert (p.only_reference_right, p.only_candidate_right) == (64, 47)
+    low, high = p.accuracy_change_interval()
+    assert low == pytest.approx(-0.17 - 0.2065, abs=1e-4) and high == pytest.approx(-0.17 + 0.2065, abs=1e-4)
+    assert measure.parity(fp32, fp32, labels).accuracy_change_interval() == (0.0, 0.0)  # same decisions
+    with pytest.raises(ValueError, match="needs labels"):
+        measure.parity(fp32, int8).accuracy_change_interval()
