@@ -68,6 +68,7 @@ if "google.colab" in sys.modules:
 
 
 # %%
+import gc
 import tempfile
 import warnings
 from pathlib import Path
@@ -400,7 +401,8 @@ display(
         f"runs at {vs_torch1.speedup:.2f}x its speed at batch 1 and {vs_torch16.speedup:.2f}x at batch 16 "
         f"({'ahead' if min(vs_torch1.speedup, vs_torch16.speedup) > 1 else 'not ahead at every batch size'}), "
         f"and its worst cosine is {pc['cos_min']:.3f} against PyTorch's {torch_parity['cos_min']:.3f}: "
-        "`torch.ao` quantizes weights per tensor, with a reduced range on x86.\n\n"
+        "`torch.ao` quantizes the weights per tensor, and on x86 its activations with a reduced (7-bit) "
+        "range.\n\n"
         f"> **Quote** (seed 000, a text-encoder fine-tune, not measured here): 120 → 31 MB, 2.5–3x faster "
         f"on CPU.\n\nMeasured here: {mb(paths['optimized']):.1f} → {mb(te_int8[True]):.1f} MB, "
         f"{opt16.speedup:.2f}x against the fair baseline at batch 16. "
@@ -440,6 +442,15 @@ measure.record(lesson="02", model="text_encoder", variant="dynamic int8 per-chan
                         "speedup_vs_torch_int8_b1": vs_torch1.speedup,
                         "speedup_vs_torch_int8_b16": vs_torch16.speedup},
                options={"weight_type": "QInt8", "per_channel": True, "threads": THREADS})  # fmt: skip
+
+# %% [markdown]
+# PyTorch's fp32 copy of the encoder has done its job (its INT8 copy is timed once more in
+# section 5). Binder gives a notebook about 2 GB, so we let it go before the next sections load
+# more models:
+
+# %%
+del torch_runner["fp32"], torch_fp32
+gc.collect()
 
 # %% [markdown]
 # ## 4. ResNet18: dynamic quantization on a CNN
