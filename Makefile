@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml
 
 # Fashion-MNIST: already found (course data dir or Debian package)? Else, as root on
 # Debian/Ubuntu, install the Debian package. Otherwise `prepare` tries torchvision's downloader
-# and, failing that, names the three ways to fix it.
+# and, failing that, names the three ways to fix it. Graphviz's `dot` (the lessons draw graphs
+# with it) is installed the same way when it is missing.
 data: $(STAMP)
 	@if ! $(PY) -c "import course_lib.data as d; d.find_fashion_mnist(download=False)" 2>/dev/null; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -25,6 +26,12 @@ data: $(STAMP)
 	      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null; } \
 	      || echo "apt-get could not install dataset-fashion-mnist; prepare will try torchvision's downloader"; \
 	  fi; \
+	fi
+	@if ! command -v dot >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "Graphviz not found: installing the Debian package graphviz (the lessons draw graphs with it)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null \
+	    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null; } \
+	    || echo "apt-get could not install graphviz; the lessons will say how to install it where they draw"; \
 	fi
 
 setup: $(STAMP) data

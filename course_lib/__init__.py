@@ -8,6 +8,7 @@ can keep the quantization calls themselves in plain sight. One module per idea:
     calibration  CalibrationDataReaders that check what they feed (ArrayReader, DatasetReader)
     measure   size and graph facts, latency, peak memory, parity, the results store
     hardware  the CPU features that matter for INT8, ONNX Runtime's providers
+    kernels   what ONNX Runtime really runs: the optimized graph, its kernels, a profile, drawings
     explorers ipywidgets explorers (imported by notebooks, never by the modules above)
 """
 
@@ -23,6 +24,7 @@ _MODULES = (
     "data",
     "explore",
     "hardware",
+    "kernels",
     "measure",
     "models",
     "text_encoder",
@@ -37,6 +39,7 @@ _NAMES = {
         "data_dir",
         "default_preprocessing",
         "find_fashion_mnist",
+        "lesson_folder",
         "load_fashion_mnist",
         "load_moons",
         "load_split",
@@ -47,7 +50,6 @@ _NAMES = {
         "MODELS",
         "TrainedModel",
         "ensure_model",
-        "ensure_models",
         "ensure_models",
         "ensure_onnx",
         "export_onnx",
@@ -82,6 +84,7 @@ __all__ = [
     "calibration",
     "checks",
     "explore",
+    "kernels",
     "measure",
     "text_encoder",
     "MODELS",
@@ -97,6 +100,7 @@ __all__ = [
     "export_onnx",
     "find_fashion_mnist",
     "has_vnni",
+    "lesson_folder",
     "load_fashion_mnist",
     "load_model",
     "load_moons",

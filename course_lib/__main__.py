@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -128,6 +129,12 @@ def doctor() -> int:
         else "  -> No INT8 dot-product instruction (VNNI): INT8 gains here are smaller, and U8S8 kernels can saturate."
     )
     print(f"  ONNX Runtime providers: {', '.join(hardware.onnxruntime_providers())}")
+    dot = shutil.which("dot")
+    print(f"  Graphviz dot (draws the lessons' graphs): {dot or 'NOT FOUND'}")
+    if dot is None:
+        problems.append(
+            "install Graphviz: apt-get install graphviz (Debian/Ubuntu), conda install graphviz or brew install graphviz"
+        )
 
     print("\nData")
     print(f"  data directory: {data.data_dir()}")

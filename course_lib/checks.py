@@ -296,6 +296,44 @@ def check_quantize_linear_count(answer: int, qdq_path) -> CheckResult:
     return CheckResult(False, f"Got {answer}, expected {expected}.{hint} Read op_counts['QuantizeLinear'].")
 
 
+def check_integer_kernels(prediction: int, answer: int, qdq_path) -> CheckResult:
+    """Exercise (predict, then check): how many compute ops of a quantized file run on integer
+    kernels in the graph the session executes on this CPU."""
+    from .kernels import kernels
+    from .measure import model_facts
+
+    if prediction is None:
+        return CheckResult(False, "Write your guess in answer_4_guess first, before you count.")
+    if answer is None:
+        return CheckResult(False, "No answer yet: count them with kernels.kernels(path).integer_count.")
+    ran = kernels(qdq_path)
+    expected, total = ran.integer_count, ran.compute_count
+    in_file = sum(q["op_type"] in ("Conv", "Gemm", "MatMul") for q in model_facts(qdq_path).quantized_nodes)
+    if int(answer) != expected:
+        if int(answer) == in_file:
+            hint = (
+                " That is what the *file* quantizes (model_facts reads the file); ask the graph the session "
+                "runs: kernels.kernels(path).integer_count."
+            )
+        elif int(answer) == total:
+            hint = " That is every compute op; count only those on integer kernels (integer_count)."
+        else:
+            hint = " Use kernels.kernels(path).integer_count."
+        return CheckResult(False, f"Got {answer}, expected {expected}.{hint}")
+    if int(prediction) == expected:
+        verdict = "and you predicted it."
+    elif expected < in_file:
+        verdict = (
+            f"you predicted {prediction}. The file quantizes {in_file}; ONNX Runtime's optimizer did not fuse the "
+            f"{in_file - expected} others into integer kernels on this CPU, so they dequantize and run in float."
+        )
+    else:
+        verdict = f"you predicted {prediction}: every quantized op found an integer kernel here."
+    return CheckResult(
+        True, f"{expected} of {total} compute ops run on integer kernels here ({ran.types}); {verdict}"
+    )
+
+
 def check_reader(reader, expected_reader) -> CheckResult:
     """Exercise: a hand-written CalibrationDataReader must feed exactly what `expected_reader` feeds."""
     if reader is None:
@@ -432,3 +470,97 @@ def check_saturated_share(answer: float, values, qdq_path, tensor: str) -> Check
     if np.isclose(float(answer), 1 - expected, atol=1e-9):
         return CheckResult(False, f"{answer:.2%} is the share *inside* the range; take the rest.")
     return CheckResult(False, f"Got {answer}, expected {expected:.4%}: clipped_fraction(values, low, high).")
+
+
+def check_bottleneck(answer: str, profile, baseline_profile=None) -> CheckResult:
+    """Exercise: name the op type that takes the largest share of a profile's kernel time."""
+    if answer is None:
+        return CheckResult(False, 'No answer yet: write the op type as a string, e.g. "Conv".')
+    ranked = sorted(profile.ms_per_run, key=profile.ms_per_run.get, reverse=True)
+    top = ranked[0]
+    share = profile.ms_per_run[top] / profile.total_ms
+    if str(answer) == top:
+        return CheckResult(
+            True, f"{top}: {share:.0%} of the kernel time of {profile.model}, where INT8 has to win."
+        )
+    if (
+        baseline_profile is not None
+        and str(answer) in baseline_profile.ms_per_run
+        and str(answer) not in ranked
+    ):
+        return CheckResult(
+            False,
+            f"{answer} is in the fp32 profile; this one does not run it. Read the INT8 profile's table.",
+        )
+    if str(answer) in ranked:
+        place = ranked.index(str(answer)) + 1
+        return CheckResult(
+            False, f"{answer} ranks {place} by time; look for the op type with the largest share."
+        )
+    return CheckResult(
+        False, f"{answer!r} did not run in this profile; its op types are: {', '.join(ranked)}."
+    )
+
+
+def _probabilities(path, x: np.ndarray) -> np.ndarray:
+    """The class scores of a classifier file: its 'probabilities' output, else its first 2-D output."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    outputs = session.get_outputs()
+    name = next((o.name for o in outputs if o.name == "probabilities"), None)
+    name = name or next(o.name for o in outputs if len(o.shape or []) == 2)
+    return session.run([name], {session.get_inputs()[0].name: x})[0]
+
+
+def check_capstone(answer, fp32_path, x: np.ndarray, labels: np.ndarray) -> CheckResult:
+    """Capstone: a statically quantized (QDQ) copy of a model the course did not build, accepted by
+    the acceptance rule on (x, labels) against the fp32 file."""
+    from pathlib import Path
+
+    from .kernels import kernels
+    from .measure import acceptance, model_facts, parity
+
+    if answer is None:
+        return CheckResult(False, "No answer yet: set answer_3 to the path of your quantized file.")
+    path = Path(answer)
+    if not path.is_file():
+        return CheckResult(False, f"Found no file at {path}: pass the output path you gave quantize_static.")
+    facts = model_facts(path)
+    if facts.quant_format == "float":
+        return CheckResult(
+            False, f"{path.name} holds no quantized op: pass quantize_static's output, not its input."
+        )
+    if "dynamic" in facts.quant_format:
+        return CheckResult(
+            False,
+            f"{path.name} is dynamically quantized; the capstone asks for static QDQ: quantize_static with a "
+            "CalibrationDataReader and quant_format=QuantFormat.QDQ.",
+        )
+    p = parity(_probabilities(fp32_path, x), _probabilities(path, x), labels)
+    verdict = acceptance(p)
+    figures = (
+        f"accuracy {p.reference_accuracy:.2%} → {p.candidate_accuracy:.2%} ({-verdict.drop_points:+.2f} points), "
+        f"agreement {p.agreement:.2%}"
+    )
+    if verdict.passes:
+        ran = kernels(path)
+        return CheckResult(
+            True,
+            f"Accepted: {figures}; {ran.integer_count} of {ran.compute_count} compute ops on integer kernels "
+            f"here ({ran.types}), {facts.file_bytes / Path(fp32_path).stat().st_size:.0%} of the fp32 file.",
+        )
+    if p.agreement < 0.9:
+        hint = (
+            " Agreement this low means the ranges do not fit the data: calibrate with the model's own "
+            "preprocessing (flattened, scaled to [0, 1]), the wrong-preprocessing trap of lesson 03."
+        )
+    else:
+        quantized = sorted({q["op_type"] for q in facts.quantized_nodes})
+        hint = (
+            f" Your file quantizes {', '.join(quantized)}. Two things to try, measuring after each: calibrate on "
+            "representative inputs with the model's own preprocessing (lesson 03); and on a small MLP quantize "
+            "only the matrix products (op_types_to_quantize=['MatMul']), since each re-quantized output (after "
+            "the bias Add, the Softmax) costs agreement."
+        )
+    return CheckResult(False, f"Not accepted: {figures}; {verdict.advice}.{hint}")

@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -80,6 +81,22 @@ def data_dir() -> Path:
             path = Path.home() / ".cache" / "onnx-quant-course"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def lesson_folder(lesson: str) -> Path:
+    """An empty folder for one lesson's files: `<data_dir()>/lessons/<lesson>/`.
+
+    Emptied at the start of each run, so a learner finds the last run's files in one place and
+    repeated runs do not fill the disk (a temporary folder per run would, on Binder and Colab).
+    """
+    name = str(lesson).strip()
+    if not name or any(sep in name for sep in "/\\") or name in {".", ".."}:
+        raise ValueError(f"lesson must be a plain name such as '03'; got {lesson!r}.")
+    folder = data_dir() / "lessons" / name
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    return folder
 
 
 class DataNotFoundError(FileNotFoundError):

@@ -268,9 +268,9 @@ def make_session(
     """A CPU session with `threads` intra-op threads (default: physical cores) and one inter-op
     thread, so that two measurements differ only in the model, never in the threading.
 
-    `spinning=False` stops ONNX Runtime's idle threads from busy-waiting for the next run. Keep
-    the default when timing ONNX models against each other; turn it off when another runtime
-    (PyTorch) runs in turn on the same cores, or its threads wait for cores that ours spin on.
+    `spinning=False` stops ONNX Runtime's idle threads from busy-waiting for the next run (ONNX
+    Runtime's default is to spin). The timing functions here turn it off: when two sessions or
+    two runtimes take turns on few cores, one's spinning threads hold the cores the other needs.
     `config`: session configuration entries, e.g. {"session.x64quantprecision": "1"}.
     """
     threads = physical_cores() if threads is None else threads
@@ -434,6 +434,7 @@ def measure_latency(
     warmup: int = 10,
     runs: int = 50,
     batch_sizes: int | None = None,
+    spinning: bool = False,
 ) -> Latency: ...
 @overload
 def measure_latency(
@@ -444,17 +445,22 @@ def measure_latency(
     warmup: int = 10,
     runs: int = 50,
     batch_sizes: Sequence[int],
+    spinning: bool = False,
 ) -> list[Latency]: ...
-def measure_latency(path_or_session, inputs, *, threads=None, warmup=10, runs=50, batch_sizes=None):
+def measure_latency(
+    path_or_session, inputs, *, threads=None, warmup=10, runs=50, batch_sizes=None, spinning=False
+):
     """Time `runs` inference runs after `warmup` discarded ones, with `time.perf_counter`.
 
     `inputs` is a feed dict, or `make_inputs(batch_size) -> feed dict`. With one batch size (an
     int, or None: the dict's own, or 1 for a callable) this returns one `Latency`; with a list of
     batch sizes it returns one `Latency` per batch size, all timed on the same session.
     `threads` sets intra-op threads (default: physical cores); inter-op threads are always 1.
+    `spinning`: whether a session made here from a path lets its idle threads busy-wait between
+    runs; off by default, as in `compare_latency` (see there why).
     """
     _check_counts(warmup, runs)
-    session, n_threads, label = _open(path_or_session, threads)
+    session, n_threads, label = _open(path_or_session, threads, spinning)
     if not callable(inputs) and batch_sizes is not None and not isinstance(batch_sizes, int):
         raise ValueError(
             "Several batch sizes need inputs made to order: pass make_inputs(batch_size) -> feed dict "
@@ -531,7 +537,7 @@ def compare_latency(
     warmup: int = 10,
     runs: int = 50,
     confidence: float = 0.9,
-    spinning: bool | None = None,
+    spinning: bool = False,
     block: int = 5,
 ) -> LatencyComparison:
     """Time two models in turn (A×block, B×block, A×block, …) on the same feed.
@@ -546,9 +552,12 @@ def compare_latency(
     the other's threads still hold the cores (measured on 2 cores: a ResNet18 batch took 40 ms
     instead of 18). So each turn starts with one untimed switch-over run, then times `block` runs.
 
-    `spinning` applies to ONNX Runtime sessions made here from paths. By default (None) it is on,
-    unless one side is a `TorchRunner`: PyTorch's threads and ONNX Runtime's would otherwise wait
-    on each other's spinning.
+    `spinning` applies to ONNX Runtime sessions made here from paths, and is off by default. With
+    it on, each run is a little faster, but on 2 cores the two sessions' idle threads compete for
+    the cores, and at batch 1 the ratio became bimodal: measured on an AMD EPYC (AVX2, 2 cores),
+    five comparisons of the same ResNet18 pair gave 1.24x to 2.17x with spinning on and 1.41x to
+    1.50x with it off (`benchmarks/latency_stability.py`). PyTorch's threads, on the other side of
+    a `TorchRunner` comparison, would wait on the spinning too.
     """
     _check_counts(warmup, runs)
     if not isinstance(block, int) or block < 1:
@@ -559,8 +568,6 @@ def compare_latency(
             f"({', '.join(models_to_compare)}). Pass e.g. {{'fp32': fp32_path, 'int8': int8_path}}."
         )
     names = list(models_to_compare)
-    if spinning is None:
-        spinning = not any(isinstance(m, TorchRunner) for m in models_to_compare.values())
     opened = {name: _open(m, threads, spinning) for name, m in models_to_compare.items()}
     feed = _feed_for(inputs, 1 if batch_size is None else batch_size)
     batch = {name: _check_feed(session, feed) for name, (session, _, _) in opened.items()}[names[0]]

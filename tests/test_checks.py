@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from course_lib import checks
 
@@ -78,3 +79,153 @@ def test_check_packed_int4_bytes():
 
     other = checks.check_packed_int4_bytes(12345, shape, 32)
     assert not other and "expected 368,640" in other.message
+
+
+def _dq_conv_without_output_q(path):
+    """x -> QuantizeLinear -> DequantizeLinear -> Conv(weight via DequantizeLinear) -> y, no Q after.
+
+    The file quantizes the Conv's input and weight, but with no QuantizeLinear on its output ONNX
+    Runtime has no QLinearConv to fuse into: the Conv runs in float on dequantized values.
+    """
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [
+        numpy_helper.from_array(np.array(0.02, np.float32), "xs"),
+        numpy_helper.from_array(np.array(128, np.uint8), "xz"),
+        numpy_helper.from_array(np.ones((4, 1, 3, 3), np.int8), "wq"),
+        numpy_helper.from_array(np.array(0.05, np.float32), "ws"),
+        numpy_helper.from_array(np.array(0, np.int8), "wz"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"]),
+        helper.make_node("Conv", ["xd", "w"], ["y"], name="conv"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "dq_conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])],
+        inits,
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_check_integer_kernels_wants_a_prediction_first_and_an_answer(tmp_path):
+    path = _dq_conv_without_output_q(tmp_path / "dq_conv.onnx")
+    assert "answer_4_guess first" in repr(checks.check_integer_kernels(None, 0, path))
+    assert "No answer yet" in repr(checks.check_integer_kernels(1, None, path))
+
+
+def test_check_integer_kernels_tells_the_file_from_what_runs(tmp_path):
+    path = _dq_conv_without_output_q(tmp_path / "dq_conv.onnx")
+    file_count = checks.check_integer_kernels(1, 1, path)  # what model_facts says the file quantizes
+    assert not file_count and "what the *file* quantizes" in repr(file_count)
+    right = checks.check_integer_kernels(1, 0, path)
+    assert right and "0 of 1 compute ops" in repr(right)
+    assert "The file quantizes 1; ONNX Runtime's optimizer did not fuse the 1 others" in repr(right)
+    predicted = checks.check_integer_kernels(0, 0, path)
+    assert predicted and "you predicted it" in repr(predicted)
+
+
+def test_check_integer_kernels_on_a_model_the_runtime_fuses(tmp_path):
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+    from test_kernels import Images, conv_block
+
+    block = conv_block(tmp_path / "block.onnx", np.random.default_rng(0))
+    qdq = tmp_path / "block.qdq.onnx"
+    quantize_static(
+        block,
+        qdq,
+        Images(np.random.default_rng(1)),
+        quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+    )
+    assert checks.check_integer_kernels(2, 2, qdq)  # both convs become QLinearConv on every CPU
+    wrong = checks.check_integer_kernels(2, 3, qdq)
+    assert not wrong and "Got 3, expected 2" in repr(wrong) and "integer_count" in repr(wrong)
+
+
+def test_check_integer_kernels_on_a_float_model(tmp_path):
+    from test_kernels import conv_block
+
+    block = conv_block(tmp_path / "block.onnx", np.random.default_rng(0))
+    every = checks.check_integer_kernels(0, 2, block)  # two compute ops, none on an integer kernel
+    assert not every and "That is every compute op" in repr(every)
+    assert checks.check_integer_kernels(0, 0, block)
+
+
+def test_check_bottleneck_names_the_op_with_the_largest_share():
+    from course_lib.kernels import Profile
+
+    int8 = Profile(
+        "int8", runs=10, ms_per_run={"QLinearConv": 9.0, "QLinearAdd": 0.6, "Transpose": 0.4}, nodes={}
+    )
+    fp32 = Profile("fp32", runs=10, ms_per_run={"Conv": 12.0, "Gemm": 0.5}, nodes={})
+    right = checks.check_bottleneck("QLinearConv", int8, fp32)
+    assert right and "90% of the kernel time" in repr(right)
+    assert "No answer yet" in repr(checks.check_bottleneck(None, int8, fp32))
+    from_fp32 = checks.check_bottleneck("Conv", int8, fp32)
+    assert not from_fp32 and "in the fp32 profile" in repr(from_fp32)
+    second = checks.check_bottleneck("QLinearAdd", int8, fp32)
+    assert not second and "ranks 2 by time" in repr(second)
+    unknown = checks.check_bottleneck("MatMul", int8, fp32)
+    assert not unknown and "QLinearConv, QLinearAdd, Transpose" in repr(unknown)
+
+
+@pytest.fixture(scope="module")
+def sklearn_classifier(tmp_path_factory):
+    """A scikit-learn MLP on separable synthetic data, converted with skl2onnx: (path, x, labels)."""
+    import onnx
+    from skl2onnx import to_onnx
+    from sklearn.datasets import make_classification
+    from sklearn.neural_network import MLPClassifier
+
+    x, y = make_classification(
+        n_samples=1500, n_features=20, n_informative=12, n_classes=3, random_state=0, class_sep=2.0
+    )
+    x = x.astype(np.float32)
+    clf = MLPClassifier(hidden_layer_sizes=(32,), max_iter=300, random_state=0).fit(x[:1000], y[:1000])
+    path = tmp_path_factory.mktemp("capstone") / "mlp.onnx"
+    onnx.save(to_onnx(clf, x[:1], options={"zipmap": False}, target_opset=17), str(path))
+    return path, x, y
+
+
+def _static(fp32, out, x, **options):
+    from onnxruntime.quantization import QuantFormat, quantize_static
+
+    from course_lib import ArrayReader
+
+    quantize_static(fp32, out, ArrayReader(x, fp32, batch_size=100), quant_format=QuantFormat.QDQ, **options)
+    return out
+
+
+def test_check_capstone_accepts_a_static_qdq_copy_and_says_what_runs(sklearn_classifier, tmp_path):
+    fp32, x, y = sklearn_classifier
+    good = _static(fp32, tmp_path / "good.onnx", x[:500], op_types_to_quantize=["MatMul"])
+    result = checks.check_capstone(good, fp32, x[1000:], y[1000:])
+    assert result and "Accepted" in repr(result) and "compute ops on integer kernels" in repr(result)
+
+
+def test_check_capstone_names_each_wrong_answer(sklearn_classifier, tmp_path):
+    from onnxruntime.quantization import quantize_dynamic
+
+    fp32, x, y = sklearn_classifier
+    assert "No answer yet" in repr(checks.check_capstone(None, fp32, x, y))
+    assert "Found no file" in repr(checks.check_capstone(tmp_path / "missing.onnx", fp32, x, y))
+    assert "holds no quantized op" in repr(checks.check_capstone(fp32, fp32, x, y))
+    dynamic = tmp_path / "dynamic.onnx"
+    quantize_dynamic(fp32, dynamic)
+    assert "asks for static QDQ" in repr(checks.check_capstone(dynamic, fp32, x, y))
+    # Calibrated on inputs 1,000 times too small: every activation range is far too narrow.
+    squeezed = _static(fp32, tmp_path / "squeezed.onnx", x[:500] / 1000)
+    wrong = checks.check_capstone(squeezed, fp32, x[1000:], y[1000:])
+    assert not wrong and "Not accepted" in repr(wrong) and "wrong-preprocessing trap" in repr(wrong)
+    # Calibrated on inputs 8 times too small: clipped, still mostly agreeing, but not accepted.
+    clipped = _static(fp32, tmp_path / "clipped.onnx", x[:500] / 8)
+    close = checks.check_capstone(clipped, fp32, x[1000:], y[1000:])
+    assert not close and "Not accepted" in repr(close) and "Your file quantizes" in repr(close)

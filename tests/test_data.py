@@ -142,3 +142,26 @@ def test_moons_are_seeded_with_an_edge_set():
     boundary = a.edge_kind == "boundary"
     assert boundary.sum() == 200 and set(a.y_edge[boundary]) == {0, 1}
     assert not np.array_equal(data.load_moons(seed=1).x_train, a.x_train)
+
+
+def test_a_lesson_folder_is_under_the_data_directory_and_emptied_on_each_run(private_data_dir):
+    first = data.lesson_folder("03")
+    assert first == private_data_dir / "lessons" / "03" and list(first.iterdir()) == []
+    (first / "int8.onnx").write_bytes(b"from the last run")
+    (first / "nested").mkdir()
+    (first / "nested" / "profile.json").write_text("{}")
+    other = data.lesson_folder("04")
+    (other / "keep.onnx").write_bytes(b"another lesson's file")
+    again = data.lesson_folder("03")
+    assert again == first and list(again.iterdir()) == []  # the last run's files are gone
+    assert (other / "keep.onnx").read_bytes() == b"another lesson's file"  # other lessons untouched
+
+
+@pytest.mark.parametrize("bad", ["", "  ", "..", "../models", "a/b", "a\\b"])
+def test_a_lesson_folder_name_that_would_leave_its_place_is_refused(private_data_dir, bad):
+    sentinel = private_data_dir / "models" / "weights.pt"  # ".." would otherwise empty the data directory
+    sentinel.parent.mkdir()
+    sentinel.write_bytes(b"trained")
+    with pytest.raises(ValueError, match="plain name such as '03'"):
+        data.lesson_folder(bad)
+    assert sentinel.read_bytes() == b"trained"

@@ -522,3 +522,23 @@ def test_the_accuracy_change_interval_counts_only_the_images_one_model_gets_righ
     assert measure.parity(fp32, fp32, labels).accuracy_change_interval() == (0.0, 0.0)  # same decisions
     with pytest.raises(ValueError, match="needs labels"):
         measure.parity(fp32, int8).accuracy_change_interval()
+
+
+def test_timing_sessions_do_not_spin_unless_asked(tiny, monkeypatch):
+    """On 2 cores two sessions' spinning threads fight for the cores: the timing functions turn it off."""
+    made = []
+    real = measure.make_session
+
+    def recording(path, threads=None, spinning=True, config=None):
+        made.append(spinning)
+        return real(path, threads, spinning=spinning, config=config)
+
+    monkeypatch.setattr(measure, "make_session", recording)
+    feed = {"x": np.ones((2, IN), np.float32)}
+    measure.compare_latency({"fp32": tiny.fp32, "int8": tiny.dynamic}, feed, threads=1, warmup=1, runs=2)
+    measure.measure_latency(tiny.fp32, feed, threads=1, warmup=1, runs=2)
+    assert made == [False, False, False]
+    measure.compare_latency(
+        {"a": tiny.fp32, "b": tiny.dynamic}, feed, threads=1, warmup=1, runs=2, spinning=True
+    )
+    assert made[-2:] == [True, True]
