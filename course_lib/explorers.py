@@ -6,7 +6,6 @@ Nothing in course_lib imports this module; notebooks do.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
@@ -337,35 +336,6 @@ def calibration_explorer(
 
     out = widgets.interactive_output(draw, {"name": pick, "chosen": methods, "log_scale": log})
     return _panel([[pick, methods, log]], status, out, "calibration-explorer")
-
-
-def plot_subgraph(path, first: int = 8, title: str = "", ax=None):
-    """The first `first` nodes of an ONNX graph, top to bottom, each box naming its op type;
-    initializer inputs (weights, scales, zero points) are listed small beside it."""
-    import matplotlib.pyplot as plt
-    import onnx
-
-    graph = onnx.load(str(path), load_external_data=False).graph
-    weights = {t.name for t in graph.initializer}
-    nodes = list(graph.node)[:first]
-    if ax is None:
-        _, ax = plt.subplots(figsize=(4, 0.75 * len(nodes) + 0.6))
-    ax.set_xlim(0, 1)
-    ax.set_ylim(len(nodes), -0.6)
-    ax.axis("off")
-    colors = {"QuantizeLinear": "#f6c26b", "DequantizeLinear": "#9fd3a7"}
-    for i, node in enumerate(nodes):
-        color = colors.get(node.op_type, "#cfe0f5" if node.op_type.startswith("QLinear") else "#e6e6e6")
-        ax.text(0.32, i, node.op_type, ha="center", va="center", fontsize=9,
-                bbox={"boxstyle": "round", "facecolor": color, "edgecolor": "0.4"})  # fmt: skip
-        consts = [n for n in node.input if n in weights]
-        if consts:
-            short = ", ".join(c.split("/")[-1][:18] for c in consts[:3]) + (" …" if len(consts) > 3 else "")
-            ax.text(0.62, i, short, ha="left", va="center", fontsize=6.5, color="0.35")
-        if i:
-            ax.annotate("", xy=(0.32, i - 0.28), xytext=(0.32, i - 0.72), arrowprops={"arrowstyle": "->"})
-    ax.set_title(title or Path(str(path)).name, fontsize=9)
-    return ax
 
 
 def disagreement_page(

@@ -287,27 +287,6 @@ def test_calibration_explorer_draws_the_chosen_tensor_and_refuses_unknown_ones()
         explorers.calibration_explorer({"x": values["a"]}, ranges)
 
 
-def test_plot_subgraph_labels_the_first_nodes_in_order(tmp_path):
-    import matplotlib
-    import onnx
-    from onnx import TensorProto, helper
-
-    matplotlib.use("Agg")
-    nodes = [
-        helper.make_node(op, [f"t{i}"], [f"t{i + 1}"]) for i, op in enumerate(["Relu", "Neg", "Abs", "Relu"])
-    ]
-    graph = helper.make_graph(
-        nodes, "chain", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [2])],
-        [helper.make_tensor_value_info("t4", TensorProto.FLOAT, [2])],
-    )  # fmt: skip
-    path = tmp_path / "chain.onnx"
-    onnx.save(helper.make_model(graph), str(path))
-    ax = explorers.plot_subgraph(path, first=3)
-    labels = [t.get_text() for t in ax.texts if t.get_text()]  # arrows are empty annotations
-    assert labels == ["Relu", "Neg", "Abs"]
-    assert ax.get_title() == "chain.onnx"
-
-
 def test_disagreement_page_lists_only_disagreements_least_sure_first():
     ref = np.array([[3.0, 0, 0], [1.0, 0.9, 0], [0, 2.0, 0], [0.2, 0.1, 0], [0, 0, 1.0]])
     cand = np.array([[0, 3.0, 0], [0.9, 1.0, 0], [0, 2.0, 0], [0.1, 0.2, 0], [0, 0, 1.0]])

@@ -69,7 +69,7 @@ if "google.colab" in sys.modules:
 
 # %%
 import gc
-import tempfile
+import logging
 import warnings
 from pathlib import Path
 
@@ -81,11 +81,14 @@ from IPython.display import Markdown, display
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
 import course_lib as cl
-from course_lib import measure
+from course_lib import kernels, measure
 from course_lib import text_encoder as te
 
-warnings.filterwarnings("ignore", category=UserWarning)  # the quantizer's pre-processing advice
-work = Path(tempfile.mkdtemp(prefix="lesson02-"))  # quantized files of this run
+# ONNX Runtime's quantizer logs "Please consider to run pre-processing before quantization" for
+# every model without pre-processing metadata. Lesson 03 shows what pre-processing does; this
+# lesson quantizes the exported graphs as they are. We drop only that line:
+logging.getLogger().addFilter(lambda record: "pre-process" not in record.getMessage())
+work = cl.lesson_folder("02")  # this run's files: <data dir>/lessons/02/, emptied each run
 THREADS = 2  # fixed, so that every latency below is comparable
 results = []  # one row per model variant, for the table at the end
 
@@ -180,7 +183,7 @@ display(
         f"The file shrank {before.file_bytes / after.file_bytes:.1f}x, but INT8 ran "
         f"**{'faster' if mlp_cmp.speedup > 1 else 'slower'}: {mlp_cmp.speedup:.2f}x** the fp32 speed "
         f"({mlp_cmp.speedup_low:.2f}–{mlp_cmp.speedup_high:.2f} with {mlp_cmp.confidence:.0%} confidence). "
-        "With 4,000 weights there is almost no arithmetic to save, and every layer now also measures "
+        f"With {before.parameter_count:,} weights there is almost no arithmetic to save, and every layer now also measures "
         "ranges and converts types. "
         + (
             "The size shrank less than 4x because the file's fixed overhead (names, graph, float biases) "
@@ -200,7 +203,7 @@ display(
 # %% [markdown]
 # ## 3. A real transformer: all-MiniLM-L6-v2
 #
-# A sentence encoder with six BERT layers, 22.7 million parameters, trained by Microsoft and the
+# A sentence encoder with six BERT layers (its parameter count is printed below), trained by Microsoft and the
 # sentence-transformers project. Its embedding of a sentence is the mean of the last layer's token
 # vectors (padding excluded), L2-normalised, so the dot product of two embeddings is their cosine
 # similarity. `course_lib.text_encoder` loads the published weights (checked by SHA-256), exports
@@ -218,6 +221,7 @@ for kind, path in paths.items():
     f = measure.model_facts(path)
     print(f"{kind:>9}: {mb(path):6.1f} MB, {sum(f.op_counts.values()):4d} nodes, "
           f"PyTorch parity max |diff| {meta['files'][kind]['parity_max_abs_diff']:.1e}")  # fmt: skip
+print(f"parameters: {measure.model_facts(paths['raw']).parameter_count:,}")
 print("fused ops in the optimized graph:", {
     k: v for k, v in measure.model_facts(paths["optimized"]).op_counts.items()
     if k in ("Attention", "EmbedLayerNormalization", "BiasGelu", "SkipLayerNormalization")
@@ -256,6 +260,24 @@ print(measure.model_facts(te_int8[True]).op_counts)
 # **What to notice.** `Attention` became `QAttention`, the remaining MatMuls became
 # `MatMulInteger`, and `EmbedLayerNormalization` became `QEmbedLayerNormalization` (the word
 # embedding table is stored in INT8 too).
+#
+# That is the file. What runs is decided when a session opens it: ONNX Runtime's optimizer may
+# fuse a `MatMulInteger` with the scaling after it (`MatMulIntegerToFloat`, `DynamicQuantizeMatMul`).
+# `kernels.kernels` saves the graph the session executes and reads its compute ops: which run on
+# integer kernels and with which types (`U8S8`: uint8 activations, int8 weights), which still
+# multiply in float, and what share of the weight bytes is held as integers.
+
+# %%
+ran = {
+    "fp32 (optimized)": kernels.kernels(paths["optimized"], threads=THREADS, folder=work),
+    "dynamic int8 per-channel": kernels.kernels(te_int8[True], threads=THREADS, folder=work),
+}
+display(Markdown(measure.markdown_table(kernels.kernel_rows(ran))))
+
+# %% [markdown]
+# Read the coverage column for the matrix products by a weight. Whatever their coverage, dynamic
+# quantization leaves everything else in float (LayerNorm, GELU, softmax, the residual adds),
+# which is why the speed-up of a whole model is smaller than that of its matrix products.
 #
 # **Does it still compute the same embeddings?** Cosine similarity between each sentence's fp32
 # and INT8 embedding, and nearest-neighbour agreement: for each sentence, is its most similar other
@@ -298,9 +320,11 @@ display(
 )
 
 # %% [markdown]
-# **Speed.** We time batch 1 and batch 16 at sequence length 128, each pair interleaved run by run
-# (`measure.compare_latency`): the INT8 per-channel model against the raw export and against the
-# optimized fp32 baseline, and the per-tensor model against the optimized baseline.
+# **Speed.** We time batch 1 and batch 16 at sequence length 128, each pair taking turns
+# (`measure.compare_latency`: a block of runs of one model, then a block of the other, and so on,
+# so that a slow moment of the machine hits both): the INT8 per-channel model against the raw
+# export and against the optimized fp32 baseline, and the per-tensor model against the optimized
+# baseline.
 
 
 # %%
@@ -322,17 +346,20 @@ for batch, runs in ((1, 30), (16, 8)):
 # %% [markdown]
 # **PyTorch's own dynamic INT8**, on the same weights: `torch.ao.quantization.quantize_dynamic`
 # swaps every `nn.Linear` for an INT8 one. PyTorch has deprecated this API (it warns, and points to
-# torchao); it is here as the reference most tutorials use. The fast path of PyTorch's attention
-# has to be switched off for the quantized Linear layers to be used.
+# torchao); it is here as the reference most tutorials use. The encoder is Hugging Face's
+# `BertModel` with its plain ("eager") attention, built from ordinary `nn.Linear` layers, so the
+# swap reaches the attention projections too: the count below is read from the quantized model.
 
 # %%
 torch.set_num_threads(THREADS)
-torch.backends.mha.set_fastpath_enabled(False)
 torch_fp32 = te.load_torch_model()
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     torch_int8 = torch.ao.quantization.quantize_dynamic(torch_fp32, {torch.nn.Linear}, dtype=torch.qint8)
 print("warnings from torch.ao:", {type(w.message).__name__ for w in caught} or "none")
+linears = sum(isinstance(m, torch.nn.Linear) for m in torch_fp32.modules())
+swapped = sum(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in torch_int8.modules())
+print(f"nn.Linear layers: {linears}; now dynamic INT8: {swapped}")
 
 torch_parity = embedding_parity(te.torch_embed(torch_int8, feed))
 print(f"PyTorch int8 cosine min {torch_parity['cos_min']:.4f}, mean {torch_parity['cos_mean']:.4f}")
@@ -465,11 +492,15 @@ quantize_dynamic(resnet_fp32, resnet_int8, weight_type=QuantType.QUInt8)
 rb, ra = measure.model_facts(resnet_fp32), measure.model_facts(resnet_int8)
 print("fp32 ops:", rb.op_counts, "\nint8 ops:", ra.op_counts)
 print("initializer bytes fp32:", rb.initializer_bytes, "\ninitializer bytes int8:", ra.initializer_bytes)
+integer_ops = ra.op_counts["ConvInteger"] + ra.op_counts["MatMulInteger"]
+print(f"{integer_ops} integer ops read {ra.op_counts['DynamicQuantizeLinear']} DynamicQuantizeLinear outputs")
 
 # %% [markdown]
-# **What to notice.** Every `Conv` became a `ConvInteger` and the final `Gemm` a `MatMulInteger`,
-# each with its own `DynamicQuantizeLinear` in front; BatchNorm was already folded into the convs
-# by the export. Pooling, ReLU and the residual `Add`s stay float. (We use `QUInt8` weights here:
+# **What to notice.** Every `Conv` became a `ConvInteger` and the final `Gemm` a `MatMulInteger`.
+# Each reads its input as uint8 codes from a `DynamicQuantizeLinear`, but there are fewer of those
+# than integer ops: where two ops read the same tensor (a block's first conv and its downsample
+# conv both read the block's input), the quantizer quantizes that tensor once and both share the
+# codes. BatchNorm was already folded into the convs by the export. Pooling, ReLU and the residual `Add`s stay float. (We use `QUInt8` weights here:
 # ONNX Runtime's CPU `ConvInteger` kernel only takes uint8 weights.)
 
 # %%
@@ -482,7 +513,7 @@ resnet_cmp = measure.compare_latency(
     {"fp32": resnet_fp32, "int8": resnet_int8}, {"input": val_x[:32]}, threads=THREADS, warmup=2, runs=8
 )
 rf_ms, rq_ms = (resnet_cmp.latency[k].median_ms for k in ("fp32", "int8"))
-print(f"validation accuracy (500 images): fp32 {resnet_parity.reference_accuracy:.2%}, "
+print(f"validation accuracy ({len(val_labels)} images): fp32 {resnet_parity.reference_accuracy:.2%}, "
       f"int8 {resnet_parity.candidate_accuracy:.2%}, top-1 agreement {resnet_parity.agreement:.2%}")  # fmt: skip
 print(f"batch 32: fp32 {rf_ms:.1f} ms, int8 {rq_ms:.1f} ms, speedup {resnet_cmp.speedup:.2f}x")
 for variant, path, ms, acc in (
@@ -499,8 +530,8 @@ measure.record(lesson="02", model="fashion_resnet18", variant="dynamic int8", pa
 display(
     Markdown(
         f"**What to notice.** The file shrank {mb(resnet_fp32):.1f} → {mb(resnet_int8):.1f} MB, accuracy moved "
-        f"by {100 * (resnet_parity.candidate_accuracy - resnet_parity.reference_accuracy):+.1f} points on 500 "
-        f"images (a single image is 0.2 points), and INT8 ran at **{resnet_cmp.speedup:.2f}x** the fp32 speed. "
+        f"by {100 * (resnet_parity.candidate_accuracy - resnet_parity.reference_accuracy):+.1f} points on "
+        f"{len(val_labels)} images (a single image is {100 / len(val_labels):.1f} points), and INT8 ran at **{resnet_cmp.speedup:.2f}x** the fp32 speed. "
         "Convolutions produce large activation "
         "tensors, and dynamic quantization measures and quantizes every one of them on every run; "
         "lesson 03's static quantization fixes those ranges ahead of time instead.\n\n"
@@ -512,7 +543,7 @@ display(
 # ## 5. The options that matter
 #
 # Each option below is measured on the text encoder: size, worst-sentence cosine, and the speed at
-# batch 1 and batch 16 against the optimized fp32 model (interleaved, as above).
+# batch 1 and batch 16 against the optimized fp32 model (taking turns, as above).
 #
 # - `weight_type`: `QInt8` (signed weights, symmetric around 0) or `QUInt8` (unsigned, asymmetric).
 # - `per_channel`: one scale per output channel instead of one per tensor (measured above).
@@ -628,7 +659,7 @@ display(Markdown(measure.markdown_table(results)))
 # - It pays where MatMuls dominate: the transformer above. On the tiny MLP and on the CNN it made
 #   the file smaller; whether it also ran faster is what sections 2 and 4 measured on this machine
 #   (in the quoted NanoGPT test it ran slower).
-# - Compare with the optimized fp32 graph, not the raw export, and time A/B interleaved.
+# - Compare with the optimized fp32 graph, not the raw export, and time the two in turns.
 # - Per-channel weights are the cheapest precision fix; `nodes_to_exclude` the next one.
 #
 # ## Exercises

@@ -72,9 +72,7 @@ if "google.colab" in sys.modules:
 
 # %%
 import logging
-import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -92,12 +90,14 @@ from onnxruntime.quantization import (
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
 import course_lib as cl
-from course_lib import calibration, measure
-from course_lib.explorers import calibration_explorer, plot_subgraph
+from course_lib import calibration, kernels, measure
+from course_lib.explorers import calibration_explorer
 
-warnings.filterwarnings("ignore")  # the quantizer's advice and the old exporter's deprecation notice
-logging.getLogger().setLevel(logging.ERROR)  # the quantizer logs "please pre-process" on every call
-work = Path(tempfile.mkdtemp(prefix="lesson03-"))  # quantized files of this run
+# ONNX Runtime's quantizer logs "Please consider to run pre-processing before quantization" for
+# every model without pre-processing metadata. This lesson pre-processes the ResNet18 (section
+# 1) but, to show why, also quantizes graphs that are not. We drop only that line:
+logging.getLogger().addFilter(lambda record: "pre-process" not in record.getMessage())
+work = cl.lesson_folder("03")  # this run's files: <data dir>/lessons/03/, emptied each run
 THREADS = 2  # fixed, so that every latency below is comparable
 results = []  # one row per model variant, for the table at the end
 
@@ -317,6 +317,32 @@ print(
     f"Speed: {full['speedup']:.2f}x full range, {rr['speedup']:.2f}x reduce_range, {s8['speedup']:.2f}x S8S8."
 )
 print(f"The rest of this lesson quantizes as {PRODUCTION}.")
+
+# %% [markdown]
+# ### What ONNX Runtime really runs
+#
+# A quantized file is a request; the session decides what runs. When it opens the file, ONNX
+# Runtime's graph optimizer fuses each `DequantizeLinear → Conv → QuantizeLinear` into one
+# integer `QLinearConv` where it has a kernel for those types, may rewrite signed activations as
+# unsigned ones on x86, and leaves the rest in float. `kernels.kernels(path)` saves the graph the
+# session executes (`SessionOptions.optimized_model_filepath`) and reads its compute ops (the
+# convolutions and the final `Gemm`): which run on integer kernels and with which types (`U8S8`:
+# uint8 activations, int8 weights), which still multiply in float, and the **coverage**, the
+# share of compute ops on integer kernels.
+
+# %%
+ran = {name: kernels.kernels(evaluated[name]["path"], threads=THREADS) for name in choices}
+display(Markdown(measure.markdown_table(kernels.kernel_rows(ran))))
+for name, k in ran.items():
+    print(f"{name}: {k.integer_count} of {k.compute_count} compute ops on integer kernels, types {k.types}")
+
+# %% [markdown]
+# **What to notice.** The types column is what the kernels use on this CPU, whatever the file
+# asked for. A layer listed under float compute "reading dequantized INT8" is quantized in the
+# file but not in what runs: the CPU dequantizes its input and weights and multiplies in float,
+# paying for the conversion and getting no integer arithmetic. That is where a variant's speed
+# in the table above comes from, and why the conclusion about activation types has to come from
+# this table on your CPU rather than from a rule of thumb.
 
 # %% [markdown]
 # ## 4. MinMax, Entropy, Percentile
@@ -575,37 +601,36 @@ print(f"Augmented: {aug['Δ points']} points, agreement {aug['agreement']} (prod
 # %%
 qop, qop_s = static("QOperator", reader, **production, quant_format=QuantFormat.QOperator)
 qdq = evaluated[PRODUCTION]["path"]
-fig, axes = plt.subplots(1, 2, figsize=(9, 6.5))
-plot_subgraph(
-    qdq,
-    first=9,
-    title=f"QDQ: first 9 of {sum(measure.model_facts(qdq).op_counts.values())} nodes",
-    ax=axes[0],
-)
-plot_subgraph(
-    qop,
-    first=9,
-    title=f"QOperator: first 9 of {sum(measure.model_facts(qop).op_counts.values())} nodes",
-    ax=axes[1],
-)
-plt.show()
-for label, path in (("QDQ", qdq), ("QOperator", qop)):
-    print(f"{label:>9}: {dict(measure.model_facts(path).op_counts)}")
-rows = [evaluated[PRODUCTION]["row"], evaluate(PRODUCTION.replace("QDQ", "QOperator"), qop, qop_s)]
-display(Markdown(measure.markdown_table(rows)))
-
-# %%
-q_ops = measure.model_facts(qop).op_counts
 display(
-    Markdown(
-        f"**What to notice.** The QOperator graph is shorter ({sum(q_ops.values())} nodes against "
-        f"{sum(measure.model_facts(qdq).op_counts.values())}): {q_ops.get('QLinearConv', 0)} `QLinearConv` nodes "
-        "with the scales inside them. Same weights, same size; on this machine the speed and accuracy in the "
-        "table are what each format gets from ONNX Runtime's CPU kernels. QDQ is the portable choice: it still "
-        "reads as the float graph with annotations, every runtime that understands ONNX can at least run it, "
-        "and hardware runtimes look for exactly this pattern."
+    kernels.side_by_side(
+        {
+            "QDQ file": kernels.draw(qdq),
+            "what the session runs": kernels.draw(kernels.optimized_graph(qdq)),
+            "QOperator file": kernels.draw(qop),
+        }
     )
 )
+
+# %% [markdown]
+# **What to notice.** Each drawing follows the data from the input to the first residual `Add`
+# (`kernels.draw`, Graphviz): green nodes run integer kernels, yellow ones convert between float
+# and INT8, red ones multiply-add in float, and each label names the constant the node reads. In
+# the QDQ file every `Conv` is red, wrapped in yellow, with its int8 weight behind a
+# `DequantizeLinear`. The session's graph has fused those patterns into the green integer nodes the
+# QOperator file spells out itself; any `Transpose` or `Reorder` nodes are the memory layout the
+# runtime picked for this CPU's kernels. The table compares the two files on this machine:
+
+# %%
+rows = [evaluated[PRODUCTION]["row"], evaluate(PRODUCTION.replace("QDQ", "QOperator"), qop, qop_s)]
+display(Markdown(measure.markdown_table(rows)))
+for label, path in (("QDQ", qdq), ("QOperator", qop)):
+    print(f"{label:>9} file: {sum(measure.model_facts(path).op_counts.values())} nodes")
+
+# %% [markdown]
+# Same weights, same size; the speed and accuracy are what each format gets from ONNX Runtime's CPU
+# kernels here. QDQ is the portable choice: it still reads as the float graph with annotations,
+# every runtime that understands ONNX can at least run it, and hardware runtimes (TensorRT,
+# OpenVINO, mobile runtimes) look for exactly this pattern.
 
 # %% [markdown]
 # ## 8. The two-moons MLP: three variants
@@ -663,13 +688,16 @@ display(Markdown(measure.markdown_table(results)))
 #   and records shapes, so the quantizer works on the graph that will run.
 # - A `CalibrationDataReader` feeds `{input_name: batch}` dicts until it returns `None`; feed it
 #   production-preprocessed inputs, and check them before calibrating.
-# - On x86, ONNX Runtime's integer kernels are U8S8: QUInt8 activations, QInt8 per-channel weights.
-#   On a CPU without VNNI their 16-bit pair sums can saturate: add `reduce_range=True`, as ONNX
-#   Runtime advises, and measure agreement on the machine you deploy to.
+# - ONNX Runtime's guidance on x86 is U8S8: QUInt8 activations, QInt8 per-channel weights. On a
+#   CPU without VNNI their 16-bit pair sums can saturate: add `reduce_range=True`, as ONNX Runtime
+#   advises, and measure agreement on the machine you deploy to.
+# - The file is a request: `kernels.kernels` reads the graph the session really runs, which layers
+#   became integer kernels, with which types, and which stayed float.
 # - MinMax, Entropy and Percentile trade clipping against resolution; measure which wins.
 #   ONNX Runtime's Entropy needs more than its default 128 bins to clip at all.
 # - A few hundred calibration images suffice; the wrong preprocessing ruins a model silently.
-# - QDQ is the portable format; QOperator is shorter but needs runtimes that implement its ops.
+# - QDQ is the portable format; QOperator spells out the integer ops and needs runtimes that
+#   implement them.
 #
 # ## Exercises
 #
@@ -712,3 +740,14 @@ answer_3 = calibration.clipped_fraction(
     real["input"], *calibration.quantized_ranges(bad_path)["input"]
 )  # solution
 cl.checks.check_saturated_share(answer_3, real["input"], bad_path, "input")
+
+# %% [markdown]
+# **4. Predict, then check.** Without scrolling up to the table of section 3: of the compute ops
+# of the `QDQ S8S8` file, how many run on integer kernels on this CPU? Write your guess in
+# `answer_4_guess` first. Then count them from the graph the session runs,
+# `kernels.kernels(path).integer_count`, in `answer_4`.
+
+# %%
+answer_4_guess = 21  # solution
+answer_4 = kernels.kernels(evaluated["QDQ S8S8"]["path"]).integer_count  # solution
+cl.checks.check_integer_kernels(answer_4_guess, answer_4, evaluated["QDQ S8S8"]["path"])

@@ -69,9 +69,7 @@ if "google.colab" in sys.modules:
 
 # %%
 import logging
-import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -82,12 +80,14 @@ from IPython.display import Markdown, display
 from onnxruntime.quantization import QuantFormat, QuantType, quantize_dynamic, quantize_static
 
 import course_lib as cl
-from course_lib import affine, bench, calibration, hardware, measure
+from course_lib import affine, bench, calibration, hardware, kernels, measure
 from course_lib import text_encoder as te
 
-warnings.filterwarnings("ignore")
-logging.getLogger().setLevel(logging.ERROR)
-work = Path(tempfile.mkdtemp(prefix="lesson05-"))
+# ONNX Runtime's quantizer logs "Please consider to run pre-processing before quantization" for
+# every model without pre-processing metadata. The text encoder and the MLP are quantized as
+# exported, as in lesson 02. We drop only that line:
+logging.getLogger().addFilter(lambda record: "pre-process" not in record.getMessage())
+work = cl.lesson_folder("05")  # this run's files: <data dir>/lessons/05/, emptied each run
 THREADS = 2
 
 # %% [markdown]
@@ -249,13 +249,53 @@ display(
     Markdown(
         f"**What to notice.** At batch 64 the fastest variant is *{fastest}* ({speed[fastest, 64].speedup:.2f}x fp32) "
         f"and the slowest *{slowest}* ({speed[slowest, 64].speedup:.2f}x): the same weights and nearly the same "
-        "accuracy, yet a several-fold spread in speed, set by which kernels each graph reaches. The files shrank "
+        f"accuracy, yet a {speed[fastest, 64].speedup / speed[slowest, 64].speedup:.1f}-fold spread in speed, set "
+        "by which kernels each graph reaches (the next table). The files shrank "
         f"{size['fp32'] / size[BEST]:.1f}x and the peak memory of loading and running a batch of 64 "
         f"{mem['fp32'] / mem[BEST]:.1f}x ({mem['fp32']:.0f} → {mem[BEST]:.0f} MB for "
         f"*{BEST}*): memory is its own measurement (activations, buffers, and, for fp32, the "
         "runtime's repacked copies of the weights), neither the file size nor the speed."
     )
 )
+
+# %% [markdown]
+# **Which kernels each variant reaches.** As in lesson 03, `kernels.kernels` reads the graph the
+# session really runs for each file: the compute ops on integer kernels with their types, those
+# still multiplying in float, and the coverage.
+
+# %%
+ran = {name: kernels.kernels(path, threads=THREADS) for name, path in paths.items()}
+display(Markdown(measure.markdown_table(kernels.kernel_rows(ran))))
+
+# %% [markdown]
+# **What to notice.** Set the coverage column beside the speed columns above. A variant whose
+# convolutions run in float "reading dequantized INT8" pays for the dequantization and gains
+# nothing from integer arithmetic; a variant with full coverage can still differ in speed by the
+# kernel its types select (U8S8, U8U8) and by what it adds around the integer ops.
+#
+# ### Where the time goes: a profile
+#
+# ONNX Runtime's own profiler (`SessionOptions.enable_profiling`) records how long each node's
+# kernel took. `kernels.profile` turns it on, drops the warm-up runs and adds up the kernel time
+# per op type; the trace it writes into this lesson's folder opens in `chrome://tracing`. Here
+# fp32 and this CPU's production variant at batch 64:
+
+# %%
+profiles = {
+    name: kernels.profile(paths[name], batch64, runs=10, threads=THREADS, folder=work)
+    for name in ("fp32", BEST)
+}
+for name, prof in profiles.items():
+    print(f"{name}: {prof.total_ms:.1f} ms of kernel time per run")
+    display(Markdown(measure.markdown_table(prof.rows(top=6))))
+
+# %% [markdown]
+# **What to notice.** The op at the top of each table is where the time goes, so it is where INT8
+# has to win: compare its milliseconds in the two tables. The ops INT8 adds around it (the
+# `QuantizeLinear`, `DequantizeLinear` and layout `Transpose` nodes at the edges of the integer
+# region) appear with their own cost; an INT8 graph with many float islands would show many of
+# them. The kernel times add up to a little less than the run's latency: the rest is the
+# runtime's scheduling between nodes.
 
 # %% [markdown]
 # ## 4. The text encoder over sequence lengths
@@ -449,7 +489,10 @@ quantize_dynamic(mlp, work / "mlp.int8.onnx", weight_type=QuantType.QInt8)
 mlp_c = measure.compare_latency({"fp32": mlp, "int8": work / "mlp.int8.onnx"}, {"input": moons.x_test}, threads=1,
                                 warmup=20, runs=200)  # fmt: skip
 lever = [
-    {"case": "two-moons MLP (4,000 weights), 500 points", "INT8 speed": f"{mlp_c.speedup:.2f}x"},
+    {
+        "case": f"two-moons MLP ({measure.model_facts(mlp).parameter_count:,} weights), {len(moons.x_test)} points",
+        "INT8 speed": f"{mlp_c.speedup:.2f}x",
+    },
     {
         "case": f"ResNet18 {BEST}, batch 1",
         "INT8 speed": f"{speed[BEST, 1].speedup:.2f}x",
@@ -531,7 +574,8 @@ display(
 #   gives less, and its 16-bit pair sums can saturate (reduce_range fixes that).
 # - Measure with warm-up, many runs, medians and spread, fixed threads, and A/B in turn.
 # - Speed depends on the kernels a graph reaches (U8S8 versus S8S8, QDQ versus QOperator), not on
-#   the file size; peak memory shrinks less than the file.
+#   the file size; peak memory shrinks less than the file. Read the graph that runs
+#   (`kernels.kernels`) and where its time goes (`kernels.profile`) before explaining a speed.
 # - Batch size, sequence length and model size move the ratio, in directions the kernels decide:
 #   measure them on the hardware you deploy to.
 #
@@ -550,3 +594,12 @@ cl.checks.check_feature_count(answer_1)
 # %%
 answer_2 = 2 * 255 * 64  # solution
 cl.checks.check_pair_sum(answer_2, weight_bits=7)
+
+# %% [markdown]
+# **3. Read a profile.** Which op type takes the largest share of the kernel time in the profile
+# of the production INT8 variant (section 3)? Give its name as a string, as the profile table
+# spells it.
+
+# %%
+answer_3 = profiles[BEST].rows(top=1)[0]["op type"]  # solution
+cl.checks.check_bottleneck(answer_3, profiles[BEST], profiles["fp32"])

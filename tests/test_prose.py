@@ -1,0 +1,118 @@
+"""No measured-looking number typed into a lesson's prose: every figure with a unit (%, x, ms, MB,
+GB, s, dB, points, images/s, minutes) in a markdown cell, or in the literal text of a computed
+`Markdown(...)` sentence, is either computed in the run or listed below as a quote, a definition
+or a setting of the lesson, with the reason it may stand as typed.
+
+Code spans, formulas ($…$), link targets and quote lines ("> **Quote** …") are not prose claims.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import jupytext
+import pytest
+
+from conftest import ROOT
+
+SOURCES = sorted((ROOT / "notebooks" / "src").glob("*.py"))
+UNIT = re.compile(
+    r"(?<![\w.])\d[\d,]*(?:\.\d+)?"
+    r"(?:[–-]\d[\d,]*(?:\.\d+)?)?"
+    r"\s?(?:%|x\b|ms\b|MB\b|GB\b|kB\b|s\b|dB\b|points?\b|images/s\b|minutes?\b|min\b|seconds?\b)"
+)
+# (lesson, figure as written) -> why it may be typed rather than computed.
+ALLOWED = {
+    ("00", "2-4x"): "a blog post's claim, quoted as the example of a quote",
+    ("00", "2 GB"): "Binder's memory limit, a fact of the platform",
+    ("00", "4x"): "INT8 holds a quarter of float32's bytes: arithmetic, not a measurement",
+    ("02", "4x"): "INT8 holds a quarter of float32's bytes: arithmetic, not a measurement",
+    ("01", "6 dB"): "the 6 dB-per-bit rule of quantization noise, a formula",
+    ("05", "90%"): "the confidence level of the interval, a setting",
+    ("05", "2–4x"): "seed 000's figure, named as the quote in the sentence that compares with it",
+    ("02", "2 GB"): "Binder's memory limit, a fact of the platform",
+    ("01", "99.9%"): "defines the 99.9th percentile",
+    ("01", "0.1%"): "defines the 99.9th percentile's tail",
+    ("02", "500 points"): "the two-moons test set's size, a setting (data.load_moons)",
+    ("04", "95 %"): "the confidence level of the interval, a setting",
+    ("04", "0.5 points"): "seed 000's acceptance rule, quoted with its source",
+    ("04", "99 %"): "seed 000's acceptance rule, quoted with its source",
+    ("04", "200 points"): "the edge set's size, a setting (data.load_moons)",
+    ("04", "6 dB"): "the 6 dB-per-bit rule of quantization noise, a formula",
+    ("04", "0 dB"): "how to read the gap column, not a result",
+    ("04", "0.3 points"): "the deployment target the lesson sets",
+    ("04", "99.5 %"): "the deployment target the lesson sets",
+    ("04", "1.5x"): "the deployment target the lesson sets",
+}
+
+
+def _prose(text: str) -> str:
+    text = re.sub(r"`[^`]*`", "", text)
+    text = re.sub(r"\$\$.*?\$\$|\$[^$\n]*\$", "", text, flags=re.S)
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(">"))
+
+
+def _markdown_literals(code: str) -> list[str]:
+    """The literal text (not the {computed} parts) of every Markdown(...) call in a code cell."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:  # IPython magics
+        return []
+    found = []
+    for node in ast.walk(tree):
+        name = getattr(node.func, "id", getattr(node.func, "attr", "")) if isinstance(node, ast.Call) else ""
+        if name == "Markdown":
+            specs = {id(c) for f in ast.walk(node) if isinstance(f, ast.FormattedValue) for c in ast.walk(f)}
+            for part in ast.walk(node):  # string constants, minus format specs such as ".2f"
+                if isinstance(part, ast.Constant) and isinstance(part.value, str) and id(part) not in specs:
+                    found.append(part.value)
+    return found
+
+
+def typed_figures(source) -> list[tuple[str, str, str]]:
+    """(lesson, figure, the line it is on) for every figure with a unit in a lesson's prose."""
+    lesson = source.name[:2]
+    texts = []
+    for cell in jupytext.read(source).cells:
+        if cell.cell_type == "markdown":
+            texts.append(cell.source)
+        elif cell.cell_type == "code":
+            texts.extend(_markdown_literals(cell.source))
+    return [
+        (lesson, m.group(), line.strip())
+        for text in texts
+        for line in _prose(text).splitlines()
+        for m in UNIT.finditer(line)
+    ]
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_no_measured_looking_figure_is_typed_into_a_lesson(source):
+    typed = [
+        (lesson, fig, line) for lesson, fig, line in typed_figures(source) if (lesson, fig) not in ALLOWED
+    ]
+    assert typed == [], (
+        "Compute these in the run, quote them with their source, or add them to ALLOWED with the reason:\n"
+        + "\n".join(f"  {lesson}: {fig!r} in: {line[:100]}" for lesson, fig, line in typed)
+    )
+
+
+def test_the_allow_list_has_no_stale_entries():
+    found = {(lesson, fig) for source in SOURCES for lesson, fig, _ in typed_figures(source)}
+    assert set(ALLOWED) <= found, f"no longer in the lessons: {sorted(set(ALLOWED) - found)}"
+
+
+def test_the_figure_pattern_catches_what_it_should():
+    text = "INT8 ran 1.8x faster, 12.5 ms, 45 → 12 MB, 0.2 points, 2–4x, 98.5 %, 300 images/s"
+    assert [m.group() for m in UNIT.finditer(_prose(text))] == [
+        "1.8x", "12.5 ms", "12 MB", "0.2 points", "2–4x", "98.5 %", "300 images/s",
+    ]  # fmt: skip
+    assert [
+        m.group() for m in UNIT.finditer(_prose("`0.5 points` $2x$ > **Quote**: 3x\nint8, 2 × 255"))
+    ] == []
+    assert _markdown_literals('display(Markdown(f"ran {s:.2f}x, on 500 images in 3 s"))') == [
+        "ran ",
+        "x, on 500 images in 3 s",
+    ]
