@@ -406,10 +406,8 @@ def side_by_side(drawings: Mapping[str, Any]):
                 "<code>conda install graphviz</code>; <code>brew install graphviz</code>) and run the cell "
                 "again.</p>"
             )
-        svg = svg.replace(
-            "<svg ", '<svg style="max-width:100%;height:auto" ', 1
-        )  # shrink to fit its cell only
-        cells.append(
-            f"<td style='vertical-align:top;width:{100 // len(drawings)}%'><b>{name}</b><br>{svg}</td>"
-        )
-    return HTML(f"<table style='width:100%'><tr>{''.join(cells)}</tr></table>")
+        svg = svg[svg.index("<svg ") :]  # the element alone, without the XML prolog of a standalone file
+        svg = svg.replace("<svg ", '<svg style="max-width:100%;height:auto" ', 1)  # shrink only to fit
+        cells.append(f"<div style='flex:1;min-width:0'><b>{name}</b><br>{svg}</div>")
+    # A flex row, not a <table>: these are pictures side by side, not tabular data.
+    return HTML(f"<div style='display:flex;gap:1em;align-items:flex-start'>{''.join(cells)}</div>")

@@ -553,11 +553,13 @@ def compare_latency(
     instead of 18). So each turn starts with one untimed switch-over run, then times `block` runs.
 
     `spinning` applies to ONNX Runtime sessions made here from paths, and is off by default. With
-    it on, each run is a little faster, but on 2 cores the two sessions' idle threads compete for
-    the cores, and at batch 1 the ratio became bimodal: measured on an AMD EPYC (AVX2, 2 cores),
-    five comparisons of the same ResNet18 pair gave 1.24x to 2.17x with spinning on and 1.41x to
-    1.50x with it off (`benchmarks/latency_stability.py`). PyTorch's threads, on the other side of
-    a `TorchRunner` comparison, would wait on the spinning too.
+    it on, each run starts a little sooner, but on 2 cores the two sessions' idle threads compete
+    for the cores. Measured on an AMD EPYC (AVX2, 2 cores), the same ResNet18 pair at batch 1, two
+    runs of five comparisons each (`benchmarks/latency_stability.py`): spinning on gave 1.24-2.17x
+    and 1.43-1.90x, with intervals up to 2.5x wide; spinning off 1.41-1.50x and 1.57-1.90x, with
+    intervals of 0.1-0.2. The rest of the spread is the machine's own (standalone medians of one
+    model moved by up to 2x between processes): read the interval, and compare again. PyTorch's
+    threads, on the other side of a `TorchRunner` comparison, would wait on the spinning too.
     """
     _check_counts(warmup, runs)
     if not isinstance(block, int) or block < 1:

@@ -27,7 +27,6 @@ ALLOWED = {
     ("00", "2-4x"): "a blog post's claim, quoted as the example of a quote",
     ("00", "2 GB"): "Binder's memory limit, a fact of the platform",
     ("00", "4x"): "INT8 holds a quarter of float32's bytes: arithmetic, not a measurement",
-    ("02", "4x"): "INT8 holds a quarter of float32's bytes: arithmetic, not a measurement",
     ("01", "6 dB"): "the 6 dB-per-bit rule of quantization noise, a formula",
     ("05", "90%"): "the confidence level of the interval, a setting",
     ("05", "2–4x"): "seed 000's figure, named as the quote in the sentence that compares with it",

@@ -317,31 +317,44 @@ display(Markdown("\n".join(rows)))
 # %%
 act_max, w_red_max = affine.qrange("uint8")[1], affine.qrange("int8", reduce_range=True)[1]
 w_sym_max = affine.qrange("int8", narrow=True)[1]  # symmetric int8 weights, as ONNX Runtime makes them
-full_top = affine.representable_range(
-    *affine.scale_zero_point(-1.0, 3.0, "int8", True, narrow=False), "int8"
-)[1]
-display(
-    Markdown(
-        "**What to notice.** Asymmetric uint8 and int8 give the same grid, only shifted by 128: the "
-        "sign of the type matters less than where the zero point sits. Symmetric int8 on the full -128..127 "
-        f"tops out at {full_top:.3f}, so +3 itself is clipped; the narrow range gives +m and -m mirrored "
-        "codes. Symmetric uint8 puts its zero point "
-        f"in the middle of the codes, {affine.scale_zero_point(-1.0, 3.0, 'uint8', True)[1]}. "
-        f"`reduce_range` maps the range onto {affine.qrange('uint8', reduce_range=True)} for uint8 and "
-        f"{affine.qrange('int8', reduce_range=True)} for int8, exactly as ONNX Runtime defines it (note "
-        "the int8 upper end, 64, not 63). It exists for CPUs without an INT8 dot-product instruction, "
-        "whose AVX2 instruction adds two uint8 × int8 products into a saturating int16: with 7-bit weights "
-        f"the worst pair, 2 · {act_max} · {w_red_max} = {2 * act_max * w_red_max:,}, stays below int16's "
-        f"32,767, where full 8-bit weights go about twice past it: 2 · {act_max} · 128 = "
-        f"{2 * act_max * 128:,} for the code -128, and 2 · {act_max} · {w_sym_max} = "
-        f"{2 * act_max * w_sym_max:,} for the symmetric -{w_sym_max}..{w_sym_max} that ONNX Runtime's "
-        "quantizer gives weights (the bound lesson 05 uses). Lesson 05 simulates that instruction to count "
-        "how often it happens, and on a CPU without VNNI times the real kernels with each remedy. The price "
-        "of `reduce_range` is a step twice as large. One more detail: these conventions "
-        "only choose which codes the range is mapped onto. `QuantizeLinear` itself still saturates to the "
-        "type's full range, so a value beyond the range can still land on a reserved code."
-    )
+full_range = affine.scale_zero_point(-1.0, 3.0, "int8", symmetric=True, narrow=False)
+full_top = affine.representable_range(*full_range, "int8")[1]
+print(f"symmetric int8 on the full range tops out at {full_top:.3f}")
+print(
+    "reduce_range codes: uint8",
+    affine.qrange("uint8", reduce_range=True),
+    "int8",
+    affine.qrange("int8", True),
 )
+int16_max = np.iinfo(np.int16).max
+for weights, w_max in (
+    ("7-bit (reduce_range)", w_red_max),
+    ("symmetric int8", w_sym_max),
+    ("int8 code -128", 128),
+):
+    pair = 2 * act_max * w_max
+    print(
+        f"worst pair sum, {weights:<20}: 2 · {act_max} · {w_max} = {pair:,} ({'fits' if pair <= int16_max else 'exceeds'} int16's {int16_max:,})"
+    )
+
+# %% [markdown]
+# **What to notice.** Asymmetric uint8 and int8 give the same grid, only shifted by 128: the sign
+# of the type matters less than where the zero point sits. Symmetric int8 on the full -128..127
+# cannot reach +3 itself (the first line); the narrow range gives +m and -m mirrored codes, and
+# symmetric uint8 puts its zero point in the middle of the codes.
+#
+# `reduce_range` maps the range onto the codes of the second line, exactly as ONNX Runtime defines
+# them (note the int8 upper end, 64, not 63). It exists for CPUs without an INT8 dot-product
+# instruction, whose AVX2 instruction adds two uint8 × int8 products into a saturating int16. The
+# last three lines are the worst pair sums: 7-bit weights stay inside int16, full 8-bit weights go
+# about twice past it, whether symmetric (as ONNX Runtime's quantizer makes weights, the bound
+# lesson 05 uses) or at the code -128. Lesson 05 simulates that instruction to count how often it
+# happens, and on a CPU without VNNI times the real kernels with each remedy. The price of
+# `reduce_range` is a step twice as large.
+#
+# One more detail: these conventions only choose which codes the range is mapped onto.
+# `QuantizeLinear` itself still saturates to the type's full range, so a value beyond the range
+# can still land on a reserved code.
 
 # %% [markdown]
 # ## 4. Ranges and outliers

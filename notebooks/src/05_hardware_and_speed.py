@@ -30,10 +30,11 @@
 #
 # **Lesson plan**
 # 1. What this machine has.
-# 2. Measuring properly: a bad measurement beside a good one.
-# 3. Every variant side by side: latency, throughput over batch sizes, memory, size, accuracy.
+# 2. Measuring properly: a bad measurement beside a good one; the spinning-threads trap.
+# 3. Every variant side by side: latency, throughput over batch sizes, memory, size, accuracy; the
+#    kernels each one reaches, and a per-op profile.
 # 4. The text encoder over sequence lengths.
-# 5. U8S8 saturation: VPMADDUBSW's 16-bit sums, and the fixes.
+# 5. U8S8 saturation: VPMADDUBSW's 16-bit sums, and the fixes timed on the real kernels.
 # 6. Memory-bound versus compute-bound.
 # 7. The seed's hardware table beside this machine; where to go next. Summary and exercises.
 
@@ -167,18 +168,53 @@ for name, lat in good.latency.items():
 print(f"ratio {good.speedup:.2f}x, 90% interval {good.speedup_low:.2f}–{good.speedup_high:.2f}")
 
 # %%
-cold_ratio = cold["fp32"][1] / cold[BEST][1]
-display(
-    Markdown(
-        f"**What to notice.** The first runs took {cold['fp32'][1]:.1f} and {cold[BEST][1]:.1f} ms, "
-        f"against steady medians of {good.latency['fp32'].median_ms:.1f} and {good.latency['int8'].median_ms:.1f} ms: "
-        "a first run allocates buffers and picks kernels. The cold ratio says "
-        f"{cold_ratio:.2f}x, the careful one {good.speedup:.2f}x ({good.speedup_low:.2f}–{good.speedup_high:.2f}). "
-        "A single run also has no spread, so it cannot tell a difference from noise. Thread count matters "
-        f"as much: ONNX Runtime's default is one thread per physical core ({measure.physical_cores()} here), "
-        "and a comparison across different thread counts compares the threading, not the models."
-    )
+print(
+    f"first runs {cold['fp32'][1]:.1f} and {cold[BEST][1]:.1f} ms; steady medians "
+    f"{good.latency['fp32'].median_ms:.1f} and {good.latency['int8'].median_ms:.1f} ms"
 )
+print(
+    f"cold ratio {cold['fp32'][1] / cold[BEST][1]:.2f}x; careful ratio {good.speedup:.2f}x "
+    f"({good.speedup_low:.2f}–{good.speedup_high:.2f})"
+)
+
+# %% [markdown]
+# **What to notice.** A first run allocates buffers and picks kernels, so it says little about the
+# steady state, and a single run has no spread, so it cannot tell a difference from noise. Thread
+# count matters as much: ONNX Runtime's default is one thread per physical core (printed in
+# section 1), and a comparison across different thread counts compares the threading, not the
+# models.
+
+# %% [markdown]
+# **A trap of two cores: spinning threads.** After a run, ONNX Runtime's pool threads *spin*
+# (busy-wait) for a while, ready for the next run; that is its default, and it makes one model's
+# next run start sooner. When two sessions take turns on two cores, one session's spinning
+# threads hold the cores the other needs. `compare_latency` therefore turns spinning off
+# (`spinning=False`, its default). Here is the same fp32/INT8 pair at batch 1, compared three
+# times each way:
+
+# %%
+spin_ratios = {}
+for spinning in (True, False):
+    spin_ratios[spinning] = [
+        measure.compare_latency(
+            {"fp32": fp32, "int8": best},
+            {"input": x[:1]},
+            threads=THREADS,
+            warmup=5,
+            runs=60,
+            spinning=spinning,
+        )
+        for _ in range(3)
+    ]
+    cells = [f"{c.speedup:.2f}x ({c.speedup_low:.2f}–{c.speedup_high:.2f})" for c in spin_ratios[spinning]]
+    print(f"spinning {'on ' if spinning else 'off'}: " + ", ".join(cells))
+spread = {k: max(c.speedup for c in v) - min(c.speedup for c in v) for k, v in spin_ratios.items()}
+print(f"spread of the three ratios: {spread[True]:.2f} with spinning, {spread[False]:.2f} without")
+
+# %% [markdown]
+# **What to notice.** Compare the spread of the three ratios and the width of each interval
+# between the two lines: whichever way it goes on this machine, a ratio is only as good as its
+# repeatability, and a claim needs an interval narrower than the difference it claims.
 
 # %% [markdown]
 # ## 3. Every variant side by side
@@ -201,7 +237,7 @@ for name, path in paths.items():
     if name != "fp32":
         for b in batches:
             c = speed[name, b] = measure.compare_latency({"fp32": fp32, name: path}, {"input": x[:b]}, threads=THREADS,
-                                                         warmup=3, runs=15 if b == 64 else 40)  # fmt: skip
+                                                         warmup=3, runs=30 if b == 64 else 40)  # fmt: skip
             row[f"b{b} speed"] = f"{c.speedup:.2f}x"
         row["b1 latency ms"] = f"{speed[name, 1].latency[name].median_ms:.2f}"
         measure.record(lesson="05", model="fashion_resnet18", variant=name, path=path,
@@ -322,21 +358,30 @@ for length in (16, 64, 128, 256):
                    metrics={"speedup": c.speedup, "speedup_low": c.speedup_low, "speedup_high": c.speedup_high,
                             "fp32_ms": c.latency["fp32"].median_ms}, options={"threads": THREADS, "batch": 1})  # fmt: skip
 display(Markdown(measure.markdown_table(seq_rows)))
-grows = seq_speed[256].speedup > seq_speed[16].speedup
-display(
-    Markdown(
-        f"**What to notice.** {seq_speed[16].speedup:.2f}x at 16 tokens, {seq_speed[256].speedup:.2f}x at 256: the "
-        "sequence length sets how much arithmetic each weight does, and with it the balance between the integer "
-        "MatMuls and the fixed costs (quantizing activations, the float LayerNorms and softmax, per-op overhead). "
-        + (
-            "Here the longer the input, the more INT8 pays. "
-            if grows
-            else "Here the ratio did not grow with length: at 16 tokens both models take a few milliseconds, "
-            "dominated by per-op costs that INT8 also cuts, and the intervals are wide. "
-        )
-        + "Sequence length, like image resolution, is a lever to measure before promising a speed-up."
-    )
+
+
+def larger(a, b, a_name, b_name):
+    """Which ratio is larger, claimed only when the two intervals do not overlap."""
+    if a.speedup_low > b.speedup_high:
+        return f"larger at {a_name}"
+    if b.speedup_low > a.speedup_high:
+        return f"larger at {b_name}"
+    return "the intervals overlap: no clear difference"
+
+
+short, long = seq_speed[16], seq_speed[256]
+print(
+    f"{short.speedup:.2f}x ({short.speedup_low:.2f}–{short.speedup_high:.2f}) at 16 tokens, "
+    f"{long.speedup:.2f}x ({long.speedup_low:.2f}–{long.speedup_high:.2f}) at 256: "
+    + larger(short, long, "16 tokens", "256 tokens")
 )
+
+# %% [markdown]
+# **What to notice.** The sequence length sets how much arithmetic each weight does, and with it the
+# balance between the integer MatMuls and the fixed costs (quantizing activations, the float
+# LayerNorms and softmax, per-op overhead). Short inputs take a few milliseconds either way,
+# dominated by per-op costs, and their intervals are wide. Sequence length, like image resolution,
+# is a lever to measure before promising a speed-up.
 
 # %% [markdown]
 # ## 5. U8S8 saturation
@@ -401,28 +446,23 @@ rr_p = measure.parity(
 )
 full_sat = sum(sat[n.name, False][0] for n in convs)
 first = convs[0].name
-display(
-    Markdown(
-        f"**What to notice.** In the simulation, full-range int8 weights saturate {full_sat:,} pair sums"
-        + (
-            f", most of them in layers like `{first}`, whose uint8 inputs (image pixels) often sit near 255 next "
-            "to each other"
-            if sat[first, False][0] == max(sat[n.name, False][0] for n in convs) and full_sat
-            else ""
-        )
-        + "; 7-bit weights saturate none, by construction. Saturation needs two large products side by side, "
-        "so it is rare, but each one is a silent error in a sum. "
-        f"On *this* CPU ({'with' if vnni else 'without'} VNNI), ONNX Runtime's real U8S8 model agrees with fp32 on "
-        f"{pc_p.agreement:.2%} of 2,000 test images and the reduce_range one on {rr_p.agreement:.2%}. "
-        + (
-            "Here the kernels add into 32 bits, so full-range weights are safe and reduce_range only gives "
-            "away one bit of weight precision. "
-            if vnni
-            else "Without VNNI the saturation is real: reduce_range trades one bit of weight precision for "
-            "correct sums. "
-        )
-    )
+print(
+    f"simulation: full-range int8 weights saturate {full_sat:,} pair sums ({sat[first, False][0]:,} in {first}); "
+    "7-bit weights none"
 )
+print(
+    f"real kernels here ({'with' if vnni else 'without'} VNNI), agreement on {len(x):,} test images: "
+    f"{pc_p.agreement:.2%} full range, {rr_p.agreement:.2%} reduce_range"
+)
+
+# %% [markdown]
+# **What to notice.** Saturation needs two large products side by side, so it is rare, and most
+# likely in layers such as the first convolution, whose uint8 inputs (image pixels) often sit near
+# 255 next to each other; but each one is a silent error in a sum. 7-bit weights saturate none, by
+# construction. The first line is the simulation of AVX2's instruction; the second is what this
+# CPU's kernels did. With VNNI the kernels add into 32 bits, so full-range weights are safe and
+# reduce_range only gives away one bit of weight precision; without it the saturation is real,
+# and reduce_range trades that bit for correct sums.
 
 # %% [markdown]
 # ### The remedies, on the real kernels
@@ -508,23 +548,20 @@ display(Markdown(measure.markdown_table(lever)))
 b1, b64 = speed[BEST, 1].speedup, speed[BEST, 64].speedup
 mlp_ratio = (work / "mlp.int8.onnx").stat().st_size / Path(mlp).stat().st_size
 resnet_ratio = paths[BEST].stat().st_size / fp32.stat().st_size
-display(
-    Markdown(
-        f"**What to notice.** The tiny MLP gains nothing ({mlp_c.speedup:.2f}x): its time goes to per-op overhead, "
-        f"not arithmetic. For MiniLM the sequence length moved the ratio from {seq_speed[16].speedup:.2f}x at 16 "
-        f"tokens to {seq_speed[256].speedup:.2f}x at 256. For the ResNet18 "
-        f"the batch size moved the ratio from {b1:.2f}x at batch 1 to {b64:.2f}x at batch 64"
-        + (
-            ": on this machine ONNX Runtime's fp32 path spends relatively more time on a single 32×32 image "
-            "than its INT8 path does, so INT8's lead is largest on the smallest input. Which way batch size "
-            "moves the ratio depends on the kernels: measure, don't assume."
-            if b1 > b64
-            else ": more images per call give the integer kernels more to do."
-        )
-        + f" The file-size ratios ({mlp_ratio:.2f} for the MLP, {resnet_ratio:.2f} for the ResNet18) predict "
-        "none of this."
-    )
+c1, c64 = speed[BEST, 1], speed[BEST, 64]
+print(
+    f"ResNet18: {b1:.2f}x ({c1.speedup_low:.2f}–{c1.speedup_high:.2f}) at batch 1, {b64:.2f}x "
+    f"({c64.speedup_low:.2f}–{c64.speedup_high:.2f}) at batch 64: " + larger(c1, c64, "batch 1", "batch 64")
 )
+print(f"file-size ratios: {mlp_ratio:.2f} for the MLP, {resnet_ratio:.2f} for the ResNet18")
+
+# %% [markdown]
+# **What to notice.** A tiny model's time goes to per-op overhead, not arithmetic, so INT8 has
+# little to win there. Sequence length and batch size move the ratio, and which way depends on the
+# kernels: where ONNX Runtime's fp32 path spends relatively more time on one small image than its
+# INT8 path does, INT8's lead is largest on the smallest input; where it does not, more images per
+# call give the integer kernels more to do. Measure, don't assume. The file-size ratios predict
+# none of this.
 
 # %% [markdown]
 # ## 7. The seed's hardware table, beside this machine
