@@ -132,19 +132,10 @@ def test_check_integer_kernels_tells_the_file_from_what_runs(tmp_path):
 
 
 def test_check_integer_kernels_on_a_model_the_runtime_fuses(tmp_path):
-    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
-    from test_kernels import Images, conv_block
+    from test_kernels import conv_block, u8s8_qdq
 
     block = conv_block(tmp_path / "block.onnx", np.random.default_rng(0))
-    qdq = tmp_path / "block.qdq.onnx"
-    quantize_static(
-        block,
-        qdq,
-        Images(np.random.default_rng(1)),
-        quant_format=QuantFormat.QDQ,
-        activation_type=QuantType.QUInt8,
-        weight_type=QuantType.QInt8,
-    )
+    qdq = u8s8_qdq(block, tmp_path / "block.qdq.onnx", per_channel=False)
     assert checks.check_integer_kernels(2, 2, qdq)  # both convs become QLinearConv on every CPU
     wrong = checks.check_integer_kernels(2, 3, qdq)
     assert not wrong and "Got 3, expected 2" in repr(wrong) and "integer_count" in repr(wrong)

@@ -64,17 +64,22 @@ def test_a_float_model_runs_no_integer_kernel(block):
     assert (block.parent / "block.optimized.onnx").is_file()  # the graph the session ran, kept to read
 
 
-def test_qdq_u8s8_runs_as_qlinearconv_with_uint8_activations_and_int8_weights(block, tmp_path):
-    qdq = tmp_path / "block.qdq.onnx"
+def u8s8_qdq(block, out, per_channel=True):
+    """The block quantized statically in QDQ: uint8 activations, int8 weights (fused on every CPU)."""
     quantize_static(
         block,
-        qdq,
+        out,
         Images(np.random.default_rng(1)),
         quant_format=QuantFormat.QDQ,
-        per_channel=True,
+        per_channel=per_channel,
         activation_type=QuantType.QUInt8,
         weight_type=QuantType.QInt8,
     )
+    return out
+
+
+def test_qdq_u8s8_runs_as_qlinearconv_with_uint8_activations_and_int8_weights(block, tmp_path):
+    qdq = u8s8_qdq(block, tmp_path / "block.qdq.onnx")
     k = kernels.kernels(qdq, threads=1)
     assert k.integer == {"QLinearConv": 2} and k.types == {"U8S8": 2}
     assert k.float_compute == {} and k.coverage == 1.0
