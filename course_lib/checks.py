@@ -135,57 +135,6 @@ def check_decoded_value(
     return CheckResult(False, f"Got {answer:g}, expected {expected:.6g}.{hint}")
 
 
-def check_codes(guess, answer, values, scale: float, zero_point: int, dtype: str = "int8") -> CheckResult:
-    """Exercise (predict, then check): the codes `affine.quantize` gives `values`; the hints name the
-    three usual slips: truncating instead of rounding, ties rounded away from zero, no saturation."""
-    from . import affine
-
-    if guess is None:
-        return CheckResult(False, "Write your guess in answer_5_guess first, before you compute.")
-    if answer is None:
-        return CheckResult(False, "No answer yet: compute the codes with affine.quantize.")
-    x = np.asarray(values, dtype=np.float32)
-    expected = affine.quantize(x, scale, zero_point, dtype).astype(np.int64)
-    qmin, qmax = affine.qrange(dtype)
-    exact = x / np.float32(scale) + zero_point
-    slips = {
-        "truncated instead of rounded": np.trunc(exact),
-        "rounded ties away from zero (ONNX rounds them to even)": np.sign(exact)
-        * np.floor(np.abs(exact) + 0.5),
-        f"not saturated to [{qmin}, {qmax}]": np.rint(exact),
-    }
-
-    def matches(candidate) -> bool:
-        return np.shape(candidate) == expected.shape and np.array_equal(
-            np.asarray(candidate, np.int64), expected
-        )
-
-    def slip_of(candidate) -> str:
-        return next(
-            (what for what, codes in slips.items() if np.array_equal(np.asarray(candidate), codes)), ""
-        )
-
-    if not matches(answer):
-        slip = slip_of(answer)
-        return CheckResult(
-            False,
-            f"Got {np.asarray(answer).tolist()}, expected {expected.tolist()}."
-            + (f" Those are {slip}." if slip else ""),
-        )
-    if matches(guess):
-        return CheckResult(True, f"Codes {expected.tolist()}, and you predicted them.")
-    slip = slip_of(guess)
-    return CheckResult(
-        True,
-        f"Codes {expected.tolist()}; you guessed {np.asarray(guess).tolist()}"
-        + (
-            f": {slip}."
-            if slip
-            else ". Compare them value by value: x / s + z, rounded half to even, saturated."
-        ),
-    )
-
-
 def check_accumulator(answer: int, qa, a_zero_point: int, qb, b_zero_point: int) -> CheckResult:
     """Exercise: the int32 accumulator of a quantized dot product, sum((qa - za) * (qb - zb))."""
     if answer is None:

@@ -820,16 +820,3 @@ cl.checks.check_accumulator(answer_3, qa_3, 128, qb_3, 0)
 w_4 = weights["layer3.0.conv2.weight"]
 answer_4 = w_4.size // 2 + 4 * w_4.shape[0] * math.ceil(w_4[0].size / 32)  # solution
 cl.checks.check_packed_int4_bytes(answer_4, w_4.shape, block_size=32)
-
-
-# %% [markdown]
-# **5. Predict, then check.** int8, `s = 0.1`, `z = 0`. Which codes do `0.34`, `-0.25` and `12.86`
-# get? Write your guess in `answer_5_guess` first, as a list of three integers, with pen and
-# paper. Then compute them with `affine.quantize` in `answer_5`; the check says which slip, if any,
-# your guess made.
-
-# %%
-values_5 = np.float32([0.34, -0.25, 12.86])
-answer_5_guess = [3, -2, 127]  # solution
-answer_5 = affine.quantize(values_5, 0.1, 0, "int8")  # solution
-cl.checks.check_codes(answer_5_guess, answer_5, values_5, scale=0.1, zero_point=0, dtype="int8")
