@@ -135,6 +135,57 @@ def check_decoded_value(
     return CheckResult(False, f"Got {answer:g}, expected {expected:.6g}.{hint}")
 
 
+def check_codes(guess, answer, values, scale: float, zero_point: int, dtype: str = "int8") -> CheckResult:
+    """Exercise (predict, then check): the codes `affine.quantize` gives `values`; the hints name the
+    three usual slips: truncating instead of rounding, ties rounded away from zero, no saturation."""
+    from . import affine
+
+    if guess is None:
+        return CheckResult(False, "Write your guess in answer_5_guess first, before you compute.")
+    if answer is None:
+        return CheckResult(False, "No answer yet: compute the codes with affine.quantize.")
+    x = np.asarray(values, dtype=np.float32)
+    expected = affine.quantize(x, scale, zero_point, dtype).astype(np.int64)
+    qmin, qmax = affine.qrange(dtype)
+    exact = x / np.float32(scale) + zero_point
+    slips = {
+        "truncated instead of rounded": np.trunc(exact),
+        "rounded ties away from zero (ONNX rounds them to even)": np.sign(exact)
+        * np.floor(np.abs(exact) + 0.5),
+        f"not saturated to [{qmin}, {qmax}]": np.rint(exact),
+    }
+
+    def matches(candidate) -> bool:
+        return np.shape(candidate) == expected.shape and np.array_equal(
+            np.asarray(candidate, np.int64), expected
+        )
+
+    def slip_of(candidate) -> str:
+        return next(
+            (what for what, codes in slips.items() if np.array_equal(np.asarray(candidate), codes)), ""
+        )
+
+    if not matches(answer):
+        slip = slip_of(answer)
+        return CheckResult(
+            False,
+            f"Got {np.asarray(answer).tolist()}, expected {expected.tolist()}."
+            + (f" Those are {slip}." if slip else ""),
+        )
+    if matches(guess):
+        return CheckResult(True, f"Codes {expected.tolist()}, and you predicted them.")
+    slip = slip_of(guess)
+    return CheckResult(
+        True,
+        f"Codes {expected.tolist()}; you guessed {np.asarray(guess).tolist()}"
+        + (
+            f": {slip}."
+            if slip
+            else ". Compare them value by value: x / s + z, rounded half to even, saturated."
+        ),
+    )
+
+
 def check_accumulator(answer: int, qa, a_zero_point: int, qb, b_zero_point: int) -> CheckResult:
     """Exercise: the int32 accumulator of a quantized dot product, sum((qa - za) * (qb - zb))."""
     if answer is None:
@@ -420,6 +471,118 @@ def check_acceptance(answer: bool, parity) -> CheckResult:
         f"Check both conditions: the drop is {verdict.drop_points:+.2f} points (limit 0.5) and agreement "
         f"{verdict.agreement:.2%} (must exceed 99%).",
     )
+
+
+# Lesson 04, exercise 3: the reasons a learner may give for a variant failing the acceptance rule.
+FAILURE_REASONS = {
+    "U8S8 saturation": (
+        "full 8-bit weights on an x86 CPU without VNNI, where the U8S8 kernel (VPMADDUBSW) adds each pair "
+        "of u8 × s8 products into a 16-bit sum that saturates; reduce_range's 7-bit weights prevent it"
+    ),
+    "per-tensor scale": "one weight scale per layer, so the channel with the widest weights sets the step for all",
+    "calibration": (
+        "calibration data unlike the real inputs (10 images, the wrong normalisation), so the stored ranges "
+        "clip or waste codes from the model's input on"
+    ),
+    "7-bit weights": "reduce_range keeps 7 bits of each weight, one bit of precision given up",
+    "none of these": "it is this CPU's production choice: no setting was changed to break it",
+}
+
+
+def _failure_cause(variant: str, saturates: bool) -> str:
+    """The reason lesson 04's `variant` would fail: the one setting it changes from the production choice
+    (full 8-bit per-channel weights where U8S8 cannot saturate, reduce_range where it can)."""
+    if variant == "weak calibration":
+        return "calibration"
+    if variant == "per-tensor":
+        return "per-tensor scale"
+    if variant == "per-channel" and saturates:
+        return "U8S8 saturation"
+    if variant == "per-channel, reduce_range" and not saturates:
+        return "7-bit weights"
+    return "none of these"
+
+
+def check_failing_variants(answer, verdicts, saturates: bool | None = None) -> CheckResult:
+    """Exercise (predict, then check): which of lesson 04's variants fail the acceptance rule on this CPU,
+    and why. `answer` maps each variant expected to fail to one of FAILURE_REASONS ({} for none fails);
+    `verdicts` maps each variant to its measured `measure.acceptance` verdict; `saturates` is whether
+    U8S8 can saturate on the CPU (default: this CPU's `hardware.u8s8_can_saturate()`)."""
+    if answer is None:
+        return CheckResult(
+            False,
+            'No answer yet: write your prediction as {variant: reason}, e.g. {"per-tensor": "per-tensor '
+            'scale"}, or {} if you expect none to fail.',
+        )
+    if isinstance(answer, str) and answer.strip().lower() in ("none", "none fails"):
+        answer = {}
+    if not isinstance(answer, dict):
+        return CheckResult(
+            False,
+            f"Got a {type(answer).__name__}; write a dict that gives each variant you expect to fail its "
+            'reason, e.g. {"per-tensor": "per-tensor scale"}, or {} if none fails.',
+        )
+    unknown = [name for name in answer if name not in verdicts]
+    if unknown:
+        return CheckResult(
+            False, f"{unknown[0]!r} is not one of the variants: {', '.join(map(repr, verdicts))}."
+        )
+    reasons = {reason.lower(): reason for reason in FAILURE_REASONS}
+    odd = [reason for reason in answer.values() if str(reason).strip().lower() not in reasons]
+    if odd:
+        return CheckResult(
+            False, f"{odd[0]!r} is not one of the reasons: {', '.join(map(repr, FAILURE_REASONS))}."
+        )
+    if saturates is None:
+        from .hardware import u8s8_can_saturate
+
+        saturates = u8s8_can_saturate()
+    guess = {name: reasons[str(reason).strip().lower()] for name, reason in answer.items()}
+    failing = [name for name, v in verdicts.items() if not v.passes]
+    cpu = (
+        "this CPU is x86 without VNNI, so its U8S8 kernel can saturate"
+        if saturates
+        else "this CPU has VNNI (or is not x86), so its U8S8 kernel cannot saturate"
+    )
+
+    def figures(name: str) -> str:
+        v = verdicts[name]
+        return f"drop {v.drop_points:+.2f} points, agreement {v.agreement:.2%}"
+
+    def why(name: str) -> str:  # a measured failure and its cause
+        cause = _failure_cause(name, saturates)
+        text = f"{name} fails ({figures(name)}): {cause!r}, {FAILURE_REASONS[cause]}"
+        if cause == "calibration" and "calibration" not in verdicts[name].advice:
+            text += f"; the rule's advice ({verdicts[name].advice!r}) is only a first guess"
+        return text
+
+    def no_saturation(name: str) -> str:  # why blaming saturation is wrong for `name`, or ""
+        if guess.get(name) != "U8S8 saturation" or _failure_cause(name, saturates) == "U8S8 saturation":
+            return ""
+        return f" {cpu}." if not saturates else f" {name} stores 7-bit weights here, which cannot saturate."
+
+    measured = f"Measured here: {', '.join(failing) or 'none'} fail{'s' if len(failing) == 1 else ''}."
+    if set(guess) != set(failing):
+        notes = [f"You missed: {why(name)}." for name in failing if name not in guess]
+        for name in (n for n in guess if n not in failing):
+            notes.append(
+                f"{name} passes ({figures(name)})."
+                + (no_saturation(name) or " What it changes costs precision, but too little to break the rule.")
+            )
+        return CheckResult(False, " ".join([measured, *notes]))
+    wrong = [name for name in failing if guess[name] != _failure_cause(name, saturates)]
+    if wrong:
+        notes = [f"{name}: you said {guess[name]!r}, but {why(name)}.{no_saturation(name)}" for name in wrong]
+        return CheckResult(False, " ".join([f"{measured} Right variants, wrong reason.", *notes]))
+    elsewhere = (
+        "On a CPU with VNNI the answer differs: nothing saturates there, so full 8-bit per-channel weights "
+        "are the production choice."
+        if saturates
+        else "On an x86 CPU without VNNI the answer can differ: full 8-bit weights may saturate there, which is "
+        "why reduce_range is the production choice on such CPUs."
+    )
+    explained = "; ".join(why(name) for name in failing) or "every variant passes"
+    return CheckResult(True, f"Right, and {cpu}: {explained}. {elsewhere}")
 
 
 def check_feature_count(answer: int) -> CheckResult:

@@ -207,13 +207,8 @@ def test_affine_explorers_respond(browser, lab):
         return status.inner_text(), plot.get_attribute("src")
 
     # Quantization error explorer: a dropdown, then the bits slider through its readout.
-    explorer = page.locator(".quantization-error-explorer")
-    explorer.wait_for(timeout=60_000)
-    status = explorer.locator(".widget-html").first
-    explorer.locator(".jp-OutputArea-output img").last.wait_for(timeout=60_000)
-    text = status.inner_text()
+    explorer, status, _, text, src = shown_widget(page, ".quantization-error-explorer")
     assert "int8 asymmetric, 256 levels" in text and "SQNR" in text
-    src = explorer.locator(".jp-OutputArea-output img").last.get_attribute("src")
 
     explorer.locator(".widget-dropdown select").first.select_option(label="ReLU activations")
     text, src = changed(status, explorer, text, src, "error explorer")
@@ -230,13 +225,8 @@ def test_affine_explorers_respond(browser, lab):
     explorer.screenshot(path=str(out / "01_quantization_error_explorer.png"))
 
     # Granularity explorer: per-channel -> block-wise.
-    gran = page.locator(".granularity-explorer")
-    gran.wait_for(timeout=60_000)
-    g_status = gran.locator(".widget-html").first
-    gran.locator(".jp-OutputArea-output img").last.wait_for(timeout=60_000)
-    g_text = g_status.inner_text()
+    gran, g_status, _, g_text, g_src = shown_widget(page, ".granularity-explorer")
     assert "int8 symmetric per-channel" in g_text and " scales + 0 zero points" in g_text
-    g_src = gran.locator(".jp-OutputArea-output img").last.get_attribute("src")
     gran.locator(".widget-dropdown select").nth(1).select_option(label="block-wise")
     g_text, g_src = changed(g_status, gran, g_text, g_src, "granularity explorer")
     assert "block-wise (block 32)" in g_text

@@ -220,3 +220,24 @@ def test_check_capstone_names_each_wrong_answer(sklearn_classifier, tmp_path):
     clipped = _static(fp32, tmp_path / "clipped.onnx", x[:500] / 8)
     close = checks.check_capstone(clipped, fp32, x[1000:], y[1000:])
     assert not close and "Not accepted" in repr(close) and "Your file quantizes" in repr(close)
+
+
+def test_check_codes_wants_a_guess_and_names_each_slip():
+    from course_lib import affine
+
+    values = np.float32([0.34, -0.25, 12.86])  # -0.25 / 0.1 is a tie; 12.86 / 0.1 is beyond int8
+    right = affine.quantize(values, 0.1, 0, "int8")
+    assert list(right) == [3, -2, 127]
+    assert "answer_5_guess first" in repr(checks.check_codes(None, right, values, 0.1, 0))
+    assert "No answer yet" in repr(checks.check_codes([3, -2, 127], None, values, 0.1, 0))
+    assert "and you predicted them" in repr(checks.check_codes([3, -2, 127], right, values, 0.1, 0))
+    truncated = checks.check_codes(
+        [3, -2, 128], right, values, 0.1, 0
+    )  # the guess slipped, the answer is right
+    assert truncated and "truncated instead of rounded" in repr(truncated)
+    away = checks.check_codes([3, -3, 129], right, values, 0.1, 0)
+    assert away and "ties away from zero" in repr(away)
+    unsaturated = checks.check_codes([3, -2, 127], [3, -2, 129], values, 0.1, 0)  # a wrong answer
+    assert not unsaturated and "not saturated to [-128, 127]" in repr(unsaturated)
+    other = checks.check_codes([0, 0, 0], right, values, 0.1, 0)
+    assert other and "value by value" in repr(other)

@@ -124,18 +124,13 @@ print(f"{'x':>6} {'x / s':>7} {'code q':>7} {'x̂ = s(q - z)':>13} {'|x - x̂|':
 for xi, qi, xh, c in zip(x, q, x_hat, clipped, strict=True):
     print(f"{xi:>6.2f} {xi / scale:>7.1f} {qi:>7d} {xh:>13.2f} {abs(xi - xh):>8.2f}  {'yes' if c else 'no'}")
 
-# %%
-display(
-    Markdown(
-        f"**What to notice.** {x[0]:.2f} and {x[1]:.2f} both become code {q[0]} and both come back as "
-        f"{x_hat[0]:.2f}: the {x[1] - x[0]:.2f} between them is gone for good. {x[2]:.2f} becomes code "
-        f"{q[2]} and comes back as {x_hat[2]:.2f}, off by {abs(x[2] - x_hat[2]):.2f}, less than half a step "
-        f"(s/2 = {scale / 2:.2f}). But {x[3]:.0f} / s = {x[3] / scale:.0f} is beyond the largest code, "
-        f"so the code saturates at {q[3]} and decodes to {x_hat[3]:.1f}: an error of "
-        f"{abs(x[3] - x_hat[3]):.1f}, far larger than any rounding error. Inside the range "
-        f"[{lo:.1f}, {hi:.1f}] the error is small and bounded; outside it, it grows without limit."
-    )
-)
+# %% [markdown]
+# **What to notice.** Read the table row by row. The first two values differ, yet they get the
+# same code and come back as the same number: the difference between them is gone for good. The
+# third comes back off by less than half a step, `s/2`. The fourth, divided by `s`, lies beyond the
+# largest code, so its code saturates at 127 and decodes far from the input: an error much larger
+# than any rounding error. Inside the grid's range the error is small and bounded; outside it, it
+# grows without limit.
 
 # %% [markdown]
 # Is "at most half a step" really a bound? Quantize a million random values spread over the whole
@@ -274,15 +269,10 @@ print(
 print(f"[-1, 3] uses codes {q_ends[0]}..{q_ends[1]}: {used} of {qmax_n - qmin_n + 1}")
 print(f"step: symmetric {s_sym:.6f} vs asymmetric {s_asym:.6f} ({s_sym / s_asym:.2f}x coarser)")
 
-# %%
-display(
-    Markdown(
-        f"**What to notice.** No value in `[-1, 3]` maps below code {q_ends[0]}, so the "
-        f"{int(q_ends[0]) - qmin_n} codes from {qmin_n} to {int(q_ends[0]) - 1} are never used, and the step is "
-        f"{s_sym / s_asym:.2f} times coarser than asymmetric uint8's. Symmetric fits a range centred near 0, "
-        "and fits a ReLU output, which is never negative, poorly."
-    )
-)
+# %% [markdown]
+# **What to notice.** No value in `[-1, 3]` maps below the code of −1, so every code beneath it is
+# never used, and the step is coarser than asymmetric uint8's by the factor printed. Symmetric fits a
+# range centred near 0, and fits a ReLU output, which is never negative, poorly.
 
 # %% [markdown]
 # **Conventions.** The bit width alone does not pin the grid down. The integer type can be signed
@@ -426,19 +416,19 @@ ax.legend(fontsize=8)
 plt.show()
 
 # %%
-(s_a4, bulk_a, _, all_a), (s_b4, bulk_b, tail_b, all_b) = outlier_rows.values()
-display(
-    Markdown(
-        f"**What to notice.** In `{name}` the largest weight, {abs_w.max():.4f}, is {ratios[name]:.1f} times "
-        f"the 99.9th percentile, {p999:.4f}. Covering it makes the step {s_a4:.2e}; clipping it makes the step "
-        f"{s_b4:.2e}, {s_a4 / s_b4:.1f} times finer, and the error of the bulk drops from {bulk_a.mse:.2e} to "
-        f"{bulk_b.mse:.2e}. The price is paid by the {100 - 99.9:.1f}% of weights in the tail, whose mean squared "
-        f"error rises to {tail_b.mse:.2e}. Over the whole tensor the MSE goes from {all_a.mse:.2e} to "
-        f"{all_b.mse:.2e}. Whether that is a good trade depends on how much those few large weights matter "
-        "to the model's output, which a tensor-level number cannot tell you (lesson 04 measures it on "
-        "predictions)."
-    )
+(s_minmax, *_), (s_p999, *_) = outlier_rows.values()
+print(
+    f"the largest |w| is {ratios[name]:.1f}x the 99.9th percentile: clipping there makes the step "
+    f"{s_minmax / s_p999:.1f}x finer"
 )
+
+# %% [markdown]
+# **What to notice.** Covering the largest weight (the min/max row) makes the step coarse for every
+# weight; clipping at the 99.9th percentile makes it finer, and the error of the bulk drops. The
+# price is paid by the 0.1% of weights in the tail, whose error rises; the "all MSE" column says
+# which of the two won over the whole tensor. Whether that is a good trade depends on how much
+# those few large weights matter to the model's output, which a tensor-level number cannot tell
+# you (lesson 04 measures it on predictions).
 
 # %% [markdown]
 # **The trade-off as a curve.** Sweep the clipping point: keep the central p% of the weights and
@@ -462,15 +452,14 @@ plt.show()
 
 # %%
 best8, best4 = (percentiles[int(np.argmin(sweep[b]))] for b in (8, 4))
-display(
-    Markdown(
-        f"**What to notice.** Both curves fall, then rise: clip too little and the step is coarse for "
-        f"everyone; clip too much and the clipped values' errors dominate. At 8 bits the lowest MSE is at "
-        f"{best8}% ({sweep[8].min():.2e}, against {sweep[8][-1]:.2e} for min/max); at 4 bits, with 16 times "
-        f"fewer codes, resolution is so scarce that the best point clips far more, at {best4}%. This is "
-        "what the Percentile and Entropy calibration methods of lesson 03 try to find for activations."
-    )
-)
+print(f"lowest MSE: int8 keeps {best8}% of the weights in range, int4 keeps {best4}%")
+
+# %% [markdown]
+# **What to notice.** Both curves fall, then rise: clip too little and the step is coarse for
+# everyone; clip too much and the clipped values' errors dominate. With 16 times fewer codes,
+# resolution is scarcer at 4 bits, so its best point sits at or below the 8-bit one: it pays to clip
+# more (compare the two stars). Finding that point for activations is what the Percentile and
+# Entropy calibration methods of lesson 03 do.
 
 # %% [markdown]
 # ## 5. Granularity: how many scales?
@@ -514,27 +503,20 @@ plt.show()
 per_tensor, per_channel = studies["per-tensor"], studies["per-channel"]
 worse = int(np.sum(per_channel.channel_mse > per_tensor.channel_mse))
 outlier_channel = int(np.unravel_index(np.argmax(abs_w), w.shape)[0])
-display(
-    Markdown(
-        f"**What to notice.** Per-channel scales raise the SQNR from {per_tensor.error.sqnr_db:.1f} dB to "
-        f"{per_channel.error.sqnr_db:.1f} dB (each 6 dB is worth about one bit) for {per_channel.metadata_bytes:,} "
-        f"bytes of scales, {100 * per_channel.metadata_bytes / per_channel.payload_bytes:.2f}% of the payload. "
-        f"Channel {outlier_channel}, which holds the outlier, gains nothing: its own range is the tensor's, so "
-        f"it keeps the per-tensor grid ({per_channel.channel_sqnr_db[outlier_channel]:.1f} dB either way). "
-        "Every other channel gets a finer grid; "
-        + (
-            "none came out worse. "
-            if worse == 0
-            else f"{worse} of {w.shape[0]} came out slightly worse all the same, by the luck of rounding. "
-        )
-        + f"Blocks of 32 reach "
-        f"{studies['block-wise 32'].error.sqnr_db:.1f} dB but store "
-        f"{studies['block-wise 32'].n_scales:,} scales, "
-        f"{100 * studies['block-wise 32'].metadata_bytes / studies['block-wise 32'].payload_bytes:.1f}% on top "
-        "of the int8 payload. No zero points are stored: symmetric int8 has them all at 0, and ONNX lets a "
-        "graph leave them out."
-    )
+print(
+    f"the outlier's channel {outlier_channel}: {per_tensor.channel_sqnr_db[outlier_channel]:.1f} dB "
+    f"per-tensor, {per_channel.channel_sqnr_db[outlier_channel]:.1f} dB per-channel; "
+    f"channels worse per-channel: {worse} of {w.shape[0]}"
 )
+
+# %% [markdown]
+# **What to notice.** Per-channel scales raise the SQNR (each 6 dB is worth about one bit) for a
+# small fraction of the payload in scales (the table's last columns). The channel that holds the
+# outlier gains nothing: its own range is the tensor's, so it keeps the per-tensor grid (the line
+# above). Every other channel gets a finer grid, although rounding can leave a channel or two
+# slightly worse all the same (the line counts them). Blocks of 32 gain more and store many more
+# scales. No zero points are stored: symmetric int8 has them all at 0, and ONNX lets a graph leave
+# them out.
 
 # %% [markdown]
 # Is that one layer special? The same comparison on every weight of the model:
@@ -657,9 +639,8 @@ hook.remove()
 a = captured["features"]  # (8, 512), after ReLU and average pooling: never negative
 b = weights["fc.weight"].T.copy()  # (512, 10)
 fc_bias = trained.module.fc.bias.detach().numpy()
-reference = a.astype(np.float64) @ b.astype(
-    np.float64
-)  # the float result (the bias is added later, in float)
+# the float result (the bias is added later, in float)
+reference = a.astype(np.float64) @ b.astype(np.float64)
 
 a_scale, a_zp = affine.scale_zero_point(a.min(), a.max(), "uint8")  # activations: asymmetric uint8
 b_scale, b_zp = affine.scale_zero_point(b.min(axis=0), b.max(axis=0), "int8", symmetric=True)  # per column
@@ -715,18 +696,15 @@ print(f"ONNX Runtime QLinearMatMul == the four steps above, bit for bit: {np.arr
 print("first image, codes:", q_ort_mm[0].tolist())
 
 # %%
-display(
-    Markdown(
-        f"**What to notice.** The accumulator reaches {np.abs(accumulator).max():,} in magnitude, far past "
-        "int16, which is why integer kernels accumulate in int32. The integer result differs from the float "
-        f"one by at most {np.abs(out_hat - reference).max():.4f}, "
-        f"{np.abs(out_hat - reference).max() / out_scale:.1f} output steps: half a step from requantizing the "
-        "result, the rest from rounding the inputs. The predicted class is unchanged for "
-        f"{same_class.sum()} of {len(same_class)} images. ONNX Runtime's `QLinearMatMul` produced "
-        f"{'the very same' if np.array_equal(q_ort_mm, q_out) else 'different'} codes. The error enters twice: "
-        "when the inputs are quantized and when the result is requantized onto the output grid."
-    )
-)
+print(f"largest error: {np.abs(out_hat - reference).max() / out_scale:.1f} output steps")
+
+# %% [markdown]
+# **What to notice.** The accumulator goes far past int16's range, which is why integer kernels
+# accumulate in int32. The integer result differs from the float one by the output steps printed
+# above: half a step from requantizing the result onto the output grid, the rest from rounding the
+# inputs. The error enters twice: when the inputs are quantized and when the result
+# is requantized. ONNX Runtime's `QLinearMatMul` computes the very same codes as the four steps, and
+# the predicted classes printed above say whether that error changed any answer.
 
 # %% [markdown]
 # ## 8. Explorer: quantization error
@@ -820,3 +798,16 @@ cl.checks.check_accumulator(answer_3, qa_3, 128, qb_3, 0)
 w_4 = weights["layer3.0.conv2.weight"]
 answer_4 = w_4.size // 2 + 4 * w_4.shape[0] * math.ceil(w_4[0].size / 32)  # solution
 cl.checks.check_packed_int4_bytes(answer_4, w_4.shape, block_size=32)
+
+
+# %% [markdown]
+# **5. Predict, then check.** int8, `s = 0.1`, `z = 0`. Which codes do `0.34`, `-0.25` and `12.86`
+# get? Write your guess in `answer_5_guess` first, as a list of three integers, with pen and
+# paper. Then compute them with `affine.quantize` in `answer_5`; the check says which slip, if any,
+# your guess made.
+
+# %%
+values_5 = np.float32([0.34, -0.25, 12.86])
+answer_5_guess = [3, -2, 127]  # solution
+answer_5 = affine.quantize(values_5, 0.1, 0, "int8")  # solution
+cl.checks.check_codes(answer_5_guess, answer_5, values_5, scale=0.1, zero_point=0, dtype="int8")
