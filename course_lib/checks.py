@@ -297,6 +297,59 @@ def check_dynamic_quantize_count(answer: int, int8_path) -> CheckResult:
     )
 
 
+def check_dynamic_quantize_prediction(prediction: int, answer: int, int8_path) -> CheckResult:
+    """Exercise (predict, then check): how many DynamicQuantizeLinear nodes quantize_dynamic added to
+    a model in which some MatMuls read the same activation."""
+    import onnx
+
+    if prediction is None:
+        return CheckResult(False, "Write your guess in answer_4_guess first, before you count.")
+    if answer is None:
+        return CheckResult(
+            False,
+            "No answer yet: count them with measure.model_facts(path).op_counts['DynamicQuantizeLinear'].",
+        )
+    graph = onnx.load(str(int8_path), load_external_data=False).graph
+    quantizers = [n for n in graph.node if n.op_type == "DynamicQuantizeLinear"]
+    integer_ops = [n for n in graph.node if n.op_type in ("MatMulInteger", "ConvInteger")]
+    expected, ops = len(quantizers), len(integer_ops)
+    if int(answer) != expected:
+        hint = " Read op_counts['DynamicQuantizeLinear'] of the quantized file."
+        if int(answer) == ops:
+            hint = f" {ops} is the number of integer ops; some of them read the same quantized tensor."
+        elif int(answer) == 0:
+            hint = " 0 is the float model's count; count in the quantized file (tiny_int8)."
+        return CheckResult(False, f"Got {answer}, expected {expected}.{hint}")
+    readers = {q.input[0]: sum(op.input[0] == q.output[0] for op in integer_ops) for q in quantizers}
+    shared = ", ".join(f"{tensor} (read by {n})" for tensor, n in readers.items())
+    weights = {t.name for t in graph.initializer}
+    graph_inputs = [i.name for i in graph.input if i.name not in weights]
+    if int(prediction) == expected:
+        verdict = "You predicted it."
+    elif int(prediction) == ops:
+        verdict = (
+            f"You predicted one per MatMul ({ops}): the quantizer quantizes each activation once, and every "
+            "integer op that reads it reuses the same codes, scale and zero point."
+        )
+    elif int(prediction) == 0:
+        verdict = (
+            "You predicted none: dynamic quantization stores only the weights as integers. The activations "
+            "stay float in the file, and a DynamicQuantizeLinear node quantizes each one on every run."
+        )
+    elif int(prediction) == len(graph_inputs):
+        verdict = (
+            f"You predicted one per graph input ({len(graph_inputs)}): tensors computed inside the graph are "
+            "float too, and each one an integer op reads gets its own DynamicQuantizeLinear."
+        )
+    else:
+        verdict = f"You predicted {prediction}: count the distinct activation tensors the MatMuls read."
+    return CheckResult(
+        True,
+        f"{expected} DynamicQuantizeLinear nodes for {ops} integer ops, one per activation they read: "
+        f"{shared}. {verdict}",
+    )
+
+
 def check_max_abs_drift(answer: float, int8_path, fp32_path, inputs: np.ndarray) -> CheckResult:
     """Exercise: the maximum absolute logit difference between an INT8 model and its fp32 source."""
     from pathlib import Path
@@ -503,7 +556,9 @@ def _failure_cause(variant: str, saturates: bool) -> str:
     return "none of these"
 
 
-def check_failing_variants(answer, verdicts, saturates: bool | None = None) -> CheckResult:
+def check_failing_variants(
+    answer: dict[str, str] | str | None, verdicts: dict, saturates: bool | None = None
+) -> CheckResult:
     """Exercise (predict, then check): which of lesson 04's variants fail the acceptance rule on this CPU,
     and why. `answer` maps each variant expected to fail to one of FAILURE_REASONS ({} for none fails);
     `verdicts` maps each variant to its measured `measure.acceptance` verdict; `saturates` is whether
@@ -540,9 +595,9 @@ def check_failing_variants(answer, verdicts, saturates: bool | None = None) -> C
     guess = {name: reasons[str(reason).strip().lower()] for name, reason in answer.items()}
     failing = [name for name, v in verdicts.items() if not v.passes]
     cpu = (
-        "this CPU is x86 without VNNI, so its U8S8 kernel can saturate"
+        "This CPU is x86 without VNNI: its U8S8 kernel can saturate."
         if saturates
-        else "this CPU has VNNI (or is not x86), so its U8S8 kernel cannot saturate"
+        else "This CPU has VNNI (or is not x86): its U8S8 kernel cannot saturate."
     )
 
     def figures(name: str) -> str:
@@ -551,38 +606,39 @@ def check_failing_variants(answer, verdicts, saturates: bool | None = None) -> C
 
     def why(name: str) -> str:  # a measured failure and its cause
         cause = _failure_cause(name, saturates)
-        text = f"{name} fails ({figures(name)}): {cause!r}, {FAILURE_REASONS[cause]}"
+        text = f"{name} fails ({figures(name)}) from {cause!r}: {FAILURE_REASONS[cause]}"
         if cause == "calibration" and "calibration" not in verdicts[name].advice:
             text += f"; the rule's advice ({verdicts[name].advice!r}) is only a first guess"
-        return text
+        return text + "."
 
-    def no_saturation(name: str) -> str:  # why blaming saturation is wrong for `name`, or ""
-        if guess.get(name) != "U8S8 saturation" or _failure_cause(name, saturates) == "U8S8 saturation":
-            return ""
-        return f" {cpu}." if not saturates else f" {name} stores 7-bit weights here, which cannot saturate."
+    def not_that(name: str) -> str:  # why the learner's reason cannot be the cause of `name`, or ""
+        cause, note = _failure_cause(name, saturates), ""
+        if guess.get(name) == "U8S8 saturation" and cause != "U8S8 saturation":
+            note = f" {name} stores 7-bit weights here, which cannot saturate." if saturates else f" {cpu}"
+        if cause == "none of these":
+            note += " It is this CPU's production choice: no setting was changed to break it."
+        return note
 
-    measured = f"Measured here: {', '.join(failing) or 'none'} fail{'s' if len(failing) == 1 else ''}."
+    measured = f"Measured here: {'; '.join(failing) or 'none'} fail{'s' if len(failing) == 1 else ''}."
     if set(guess) != set(failing):
-        notes = [f"You missed: {why(name)}." for name in failing if name not in guess]
+        notes = [f"You missed: {why(name)}" for name in failing if name not in guess]
         for name in (n for n in guess if n not in failing):
-            notes.append(
-                f"{name} passes ({figures(name)})."
-                + (no_saturation(name) or " What it changes costs precision, but too little to break the rule.")
-            )
+            reason = not_that(name) or " What it changes costs precision, but too little to break the rule."
+            notes.append(f"{name} passes ({figures(name)}).{reason}")
         return CheckResult(False, " ".join([measured, *notes]))
     wrong = [name for name in failing if guess[name] != _failure_cause(name, saturates)]
     if wrong:
-        notes = [f"{name}: you said {guess[name]!r}, but {why(name)}.{no_saturation(name)}" for name in wrong]
-        return CheckResult(False, " ".join([f"{measured} Right variants, wrong reason.", *notes]))
+        notes = [f"For {name} you said {guess[name]!r}, but {why(name)}{not_that(name)}" for name in wrong]
+        return CheckResult(False, " ".join([measured, "Right variants, wrong reason.", *notes]))
     elsewhere = (
-        "On a CPU with VNNI the answer differs: nothing saturates there, so full 8-bit per-channel weights "
-        "are the production choice."
+        "On a CPU with VNNI the answer differs: nothing saturates there, and full 8-bit per-channel "
+        "weights are the production choice."
         if saturates
-        else "On an x86 CPU without VNNI the answer can differ: full 8-bit weights may saturate there, which is "
-        "why reduce_range is the production choice on such CPUs."
+        else "On an x86 CPU without VNNI the answer can differ: full 8-bit weights may saturate there, and "
+        "reduce_range is the production choice."
     )
-    explained = "; ".join(why(name) for name in failing) or "every variant passes"
-    return CheckResult(True, f"Right, and {cpu}: {explained}. {elsewhere}")
+    explained = " ".join(why(name) for name in failing) or "Every variant passes."
+    return CheckResult(True, f"Right. {cpu} {explained} {elsewhere}")
 
 
 def check_feature_count(answer: int) -> CheckResult:
@@ -685,7 +741,7 @@ def check_capstone(answer, fp32_path, x: np.ndarray, labels: np.ndarray) -> Chec
     from .measure import acceptance, model_facts, parity
 
     if answer is None:
-        return CheckResult(False, "No answer yet: set answer_3 to the path of your quantized file.")
+        return CheckResult(False, "No answer yet: set answer_4 to the path of your quantized file.")
     path = Path(answer)
     if not path.is_file():
         return CheckResult(False, f"Found no file at {path}: pass the output path you gave quantize_static.")

@@ -507,6 +507,19 @@ class LatencyComparison:
             "latency": {name: lat.to_dict() for name, lat in self.latency.items()},
         }
 
+    def speedup_clearly_above(self, other: LatencyComparison) -> bool | None:
+        """Whether this ratio is clearly larger than `other`'s, judged by their intervals.
+
+        True when this interval lies wholly above the other's (`speedup_low > other.speedup_high`),
+        False when it lies wholly below, None when the two overlap, touching endpoints included:
+        then the medians differ by no more than the noise, and neither can be claimed larger.
+        """
+        if self.speedup_low > other.speedup_high:
+            return True
+        if other.speedup_low > self.speedup_high:
+            return False
+        return None
+
 
 def bootstrap_ratio_interval(
     baseline_s: Sequence[float],

@@ -81,6 +81,72 @@ def test_check_packed_int4_bytes():
     assert not other and "expected 368,640" in other.message
 
 
+# ---------------------------------------------------------------------------------------------------
+# Lesson 02
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shared_input_int8(tmp_path_factory):
+    """Lesson 02's exercise 4 model, dynamically quantized: MatMuls `query` and `key` read `x`,
+    `out` reads h = q + k. Three MatMulInteger, two DynamicQuantizeLinear (x once, h once)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization import quantize_dynamic
+
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(rng.standard_normal((8, 8), dtype=np.float32), name)
+        for name in ("w_query", "w_key", "w_out")
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w_query"], ["q"], name="query"),
+        helper.make_node("MatMul", ["x", "w_key"], ["k"], name="key"),
+        helper.make_node("Add", ["q", "k"], ["h"], name="add"),
+        helper.make_node("MatMul", ["h", "w_out"], ["y"], name="out"),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])
+    folder = tmp_path_factory.mktemp("shared_input")
+    fp32, int8 = folder / "shared_input.onnx", folder / "shared_input.int8.onnx"
+    graph = helper.make_graph(nodes, "shared_input", [x], [y], weights)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(fp32))
+    quantize_dynamic(fp32, int8)
+    return int8
+
+
+def test_check_dynamic_quantize_prediction_wants_a_guess_first_and_an_answer(shared_input_int8):
+    no_guess = checks.check_dynamic_quantize_prediction(None, 2, shared_input_int8)
+    assert not no_guess and "answer_4_guess first" in repr(no_guess)
+    no_count = checks.check_dynamic_quantize_prediction(2, None, shared_input_int8)
+    assert not no_count and "No answer yet" in repr(no_count)
+
+
+def test_check_dynamic_quantize_prediction_names_each_wrong_count(shared_input_int8):
+    per_op = checks.check_dynamic_quantize_prediction(2, 3, shared_input_int8)
+    assert not per_op and "Got 3, expected 2" in repr(per_op) and "number of integer ops" in repr(per_op)
+    none = checks.check_dynamic_quantize_prediction(2, 0, shared_input_int8)
+    assert not none and "float model's count" in repr(none)
+    other = checks.check_dynamic_quantize_prediction(2, 5, shared_input_int8)
+    assert not other and "op_counts['DynamicQuantizeLinear']" in repr(other)
+
+
+def test_check_dynamic_quantize_prediction_teaches_on_each_wrong_guess(shared_input_int8):
+    right = checks.check_dynamic_quantize_prediction(2, 2, shared_input_int8)
+    assert right and repr(right).startswith("✅") and "You predicted it" in repr(right)
+    assert "x (read by 2), h (read by 1)" in repr(right)
+    per_matmul = checks.check_dynamic_quantize_prediction(3, 2, shared_input_int8)
+    assert per_matmul and "one per MatMul (3)" in repr(per_matmul)
+    assert "reuses the same codes" in repr(per_matmul)
+    zero = checks.check_dynamic_quantize_prediction(0, 2, shared_input_int8)
+    assert zero and "only the weights" in repr(zero) and "on every run" in repr(zero)
+    per_input = checks.check_dynamic_quantize_prediction(1, 2, shared_input_int8)
+    assert per_input and "one per graph input (1)" in repr(per_input)
+    assert "inside the graph" in repr(per_input)
+    other = checks.check_dynamic_quantize_prediction(4, 2, shared_input_int8)
+    assert other and "You predicted 4" in repr(other)
+
+
 def _dq_conv_without_output_q(path):
     """x -> QuantizeLinear -> DequantizeLinear -> Conv(weight via DequantizeLinear) -> y, no Q after.
 
@@ -220,6 +286,73 @@ def test_check_capstone_names_each_wrong_answer(sklearn_classifier, tmp_path):
     clipped = _static(fp32, tmp_path / "clipped.onnx", x[:500] / 8)
     close = checks.check_capstone(clipped, fp32, x[1000:], y[1000:])
     assert not close and "Not accepted" in repr(close) and "Your file quantizes" in repr(close)
+
+
+def _verdicts(failing: dict[str, str]) -> dict:
+    """Lesson 04's four variants: those in `failing` fail with its advice, the others pass."""
+    from course_lib.measure import Verdict
+
+    names = ["per-channel, reduce_range", "per-channel", "per-tensor", "weak calibration"]
+    verdicts = {name: Verdict(True, 0.1, 0.997, "passes") for name in names}
+    verdicts.update({name: Verdict(False, 3.1, 0.93, advice) for name, advice in failing.items()})
+    return verdicts
+
+
+# As measured on an AVX2 CPU without VNNI: full 8-bit per-channel weights saturate, weak calibration fails.
+WEAK = {"weak calibration": "drop over 3 points: per_channel is often missing"}
+NO_VNNI = _verdicts({"per-channel": "agreement 93.00% not above 99%", **WEAK})
+VNNI = _verdicts(WEAK)  # on a VNNI CPU nothing saturates: only the weak calibration fails
+PLANTED = {"per-channel": "U8S8 saturation", "weak calibration": "calibration"}
+
+
+def test_check_failing_variants_passes_the_measured_set_with_its_causes():
+    right = checks.check_failing_variants(PLANTED, NO_VNNI, saturates=True)
+    assert right and "can saturate" in repr(right) and "On a CPU with VNNI the answer differs" in repr(right)
+    assert "is only a first guess" in repr(right)  # the rule's advice names per_channel, not the data
+    on_vnni = checks.check_failing_variants({"weak calibration": "Calibration"}, VNNI, saturates=False)
+    assert on_vnni and "cannot saturate" in repr(on_vnni)
+    assert "without VNNI the answer can differ" in repr(on_vnni)
+    assert checks.check_failing_variants({}, _verdicts({}), saturates=True)  # none fails, none predicted
+    assert checks.check_failing_variants("none fails", _verdicts({}), saturates=False)
+
+
+def test_check_failing_variants_names_a_wrong_set():
+    missed = checks.check_failing_variants({"weak calibration": "calibration"}, NO_VNNI, saturates=True)
+    assert not missed and "You missed: per-channel fails" in repr(missed)
+    assert "'U8S8 saturation'" in repr(missed)
+    extra = {**PLANTED, "per-tensor": "per-tensor scale"}
+    too_many = checks.check_failing_variants(extra, NO_VNNI, saturates=True)
+    assert not too_many and "per-tensor passes" in repr(too_many)
+    assert "too little to break the rule" in repr(too_many)
+    vnni_guess = checks.check_failing_variants(PLANTED, VNNI, saturates=False)  # the no-VNNI answer on VNNI
+    assert not vnni_guess and "per-channel passes" in repr(vnni_guess)
+    assert "cannot saturate" in repr(vnni_guess) and "production choice" in repr(vnni_guess)
+    nothing = checks.check_failing_variants({}, NO_VNNI, saturates=True)
+    assert not nothing and "Measured here: per-channel; weak calibration fail." in repr(nothing)
+
+
+def test_check_failing_variants_names_a_right_set_with_a_wrong_reason():
+    coarse = {"per-channel": "per-tensor scale", "weak calibration": "calibration"}
+    wrong = checks.check_failing_variants(coarse, NO_VNNI, saturates=True)
+    assert not wrong and "Right variants, wrong reason" in repr(wrong) and "16-bit" in repr(wrong)
+    assert "you said 'per-tensor scale', but per-channel fails" in repr(wrong)
+    blamed = {"per-channel": "U8S8 saturation", "weak calibration": "U8S8 saturation"}
+    saturated = checks.check_failing_variants(blamed, NO_VNNI, saturates=True)
+    assert not saturated and "weak calibration stores 7-bit weights here" in repr(saturated)
+    # On a VNNI CPU the reduce_range variant is the one with a changed setting: 7 bits, not saturation.
+    reduced = _verdicts({"per-channel, reduce_range": "drop over 0.5 points: not accepted"})
+    vnni = checks.check_failing_variants({"per-channel, reduce_range": "U8S8 saturation"}, reduced, False)
+    assert not vnni and "'7-bit weights'" in repr(vnni) and "cannot saturate" in repr(vnni)
+    assert checks.check_failing_variants({"per-channel, reduce_range": "7-bit weights"}, reduced, False)
+
+
+def test_check_failing_variants_wants_a_dict_of_known_variants_and_reasons():
+    assert "No answer yet" in repr(checks.check_failing_variants(None, NO_VNNI, saturates=True))
+    assert "write a dict" in repr(checks.check_failing_variants(["per-channel"], NO_VNNI, saturates=True))
+    unknown = checks.check_failing_variants({"per channel": "U8S8 saturation"}, NO_VNNI, saturates=True)
+    assert not unknown and "not one of the variants" in repr(unknown)
+    reason = checks.check_failing_variants({"per-channel": "overflow"}, NO_VNNI, saturates=True)
+    assert not reason and "not one of the reasons" in repr(reason) and "'U8S8 saturation'" in repr(reason)
 
 
 def test_check_codes_wants_a_guess_and_names_each_slip():

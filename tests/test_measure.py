@@ -289,6 +289,31 @@ def test_bootstrap_interval_of_identical_sides_is_one():
     assert measure.bootstrap_ratio_interval(samples, samples) == (1.0, 1.0)
 
 
+def ratio(speedup: float, low: float, high: float) -> measure.LatencyComparison:
+    """A comparison with a fixed ratio and interval, as compare_latency would return it."""
+    return measure.LatencyComparison("fp32", "int8", {}, speedup, low, high, 0.9)
+
+
+def test_a_ratio_is_clearly_above_another_only_when_the_intervals_are_disjoint():
+    high, low = ratio(2.0, 1.8, 2.2), ratio(1.2, 1.1, 1.3)
+    assert high.speedup_clearly_above(low) is True
+    assert low.speedup_clearly_above(high) is False
+
+
+def test_overlapping_intervals_claim_neither_ratio_larger_whatever_the_medians():
+    a, b = ratio(1.62, 1.51, 1.85), ratio(1.54, 1.48, 1.63)  # medians 0.08 apart, intervals overlap
+    assert a.speedup_clearly_above(b) is None and b.speedup_clearly_above(a) is None
+    wide, narrow = ratio(1.5, 1.0, 3.0), ratio(2.5, 2.4, 2.6)  # one interval inside the other
+    assert wide.speedup_clearly_above(narrow) is None and narrow.speedup_clearly_above(wide) is None
+    assert a.speedup_clearly_above(a) is None
+
+
+def test_touching_intervals_count_as_overlapping():
+    upper, lower = ratio(1.6, 1.5, 1.7), ratio(1.4, 1.3, 1.5)  # they share the point 1.5
+    assert upper.speedup_clearly_above(lower) is None and lower.speedup_clearly_above(upper) is None
+    assert upper.speedup_clearly_above(ratio(1.4, 1.3, 1.4999)) is True
+
+
 # ---------------------------------------------------------------------------------- peak memory
 def test_peak_memory_counts_the_weights_in_a_fresh_process(tmp_path):
     n = 3200  # one 3200 x 3200 float32 matrix: 40.96 MB of weights
@@ -458,9 +483,21 @@ def test_peak_memory_of_a_call_counts_what_the_call_allocates():
 
 def _parity_with(ref_acc: float, cand_acc: float, agreement: float, n: int = 1000):
     """A Parity built from counts: n rows, the given accuracies and agreement."""
-    return measure.Parity(n=n, agreement=agreement, disagreements=round((1 - agreement) * n), max_abs_drift=0.0,
-                          mean_abs_drift=0.0, max_rel_drift=0.0, allclose=True, atol=0.05, rtol=0.0, eps=1e-3,
-                          labelled=n, reference_accuracy=ref_acc, candidate_accuracy=cand_acc)  # fmt: skip
+    return measure.Parity(
+        n=n,
+        agreement=agreement,
+        disagreements=round((1 - agreement) * n),
+        max_abs_drift=0.0,
+        mean_abs_drift=0.0,
+        max_rel_drift=0.0,
+        allclose=True,
+        atol=0.05,
+        rtol=0.0,
+        eps=1e-3,
+        labelled=n,
+        reference_accuracy=ref_acc,
+        candidate_accuracy=cand_acc,
+    )
 
 
 @pytest.mark.parametrize(
