@@ -40,8 +40,11 @@ print(json.dumps({"median_ms": lat.median_ms}))
 def standalone_ms(path: Path, batch: int, threads: int, runs: int) -> float:
     out = subprocess.run(
         [sys.executable, "-c", STANDALONE, str(path), str(batch), str(threads), str(runs)],
-        capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent.parent,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])["median_ms"]
 
 
@@ -76,9 +79,13 @@ def main() -> None:
             cells = []
             for _ in range(args.repeats):
                 c = measure.compare_latency(
-                    {"fp32": fp32, "int8": int8}, {"input": x[:batch]}, threads=threads, warmup=5,
-                    runs=runs // 2, spinning=spinning,
-                )  # fmt: skip
+                    {"fp32": fp32, "int8": int8},
+                    {"input": x[:batch]},
+                    threads=threads,
+                    warmup=5,
+                    runs=runs // 2,
+                    spinning=spinning,
+                )
                 ratios.append(c.speedup)
                 cells.append(
                     f"{c.latency['fp32'].median_ms:.2f}/{c.latency['int8'].median_ms:.2f} = {c.speedup:.2f}x "

@@ -98,9 +98,19 @@ def prepare(progress: bool = True, archive: Path | None = None) -> dict:
 
 
 DOCTOR_PACKAGES = (
-    "torch", "torchvision", "onnx", "onnxruntime", "onnxscript", "numpy", "scikit-learn", "matplotlib",
-    "ipywidgets", "jupyterlab", "tqdm", "py-cpuinfo",
-)  # fmt: skip
+    "torch",
+    "torchvision",
+    "onnx",
+    "onnxruntime",
+    "onnxscript",
+    "numpy",
+    "scikit-learn",
+    "matplotlib",
+    "ipywidgets",
+    "jupyterlab",
+    "tqdm",
+    "py-cpuinfo",
+)
 
 
 def doctor() -> int:
@@ -258,10 +268,18 @@ def bench(quick: bool, out: Path) -> int:
     )
     if not quick:
         for row in result.rows:
-            measure.record(lesson="bench", model=row.model, variant=f"{row.candidate} vs {row.baseline}, batch {row.batch}",
-                           metrics={"speedup": row.speedup, "speedup_low": row.speedup_low,
-                                    "speedup_high": row.speedup_high, "accuracy": row.accuracy,
-                                    "agreement": row.agreement})  # fmt: skip
+            measure.record(
+                lesson="bench",
+                model=row.model,
+                variant=f"{row.candidate} vs {row.baseline}, batch {row.batch}",
+                metrics={
+                    "speedup": row.speedup,
+                    "speedup_low": row.speedup_low,
+                    "speedup_high": row.speedup_high,
+                    "accuracy": row.accuracy,
+                    "agreement": row.agreement,
+                },
+            )
     return 0
 
 
@@ -360,14 +378,18 @@ def launch(check: bool) -> int:
         stale = course_launch.stale()
         for path in stale:
             print(f"out of date: {path.relative_to(ROOT)}")
-        print(f"{len(stale)} file(s) out of date with {config.repository}@{config.branch}"
-              + ("; run `python -m course_lib launch`" if stale else ""))  # fmt: skip
+        print(
+            f"{len(stale)} file(s) out of date with {config.repository}@{config.branch}"
+            + ("; run `python -m course_lib launch`" if stale else "")
+        )
         return 1 if stale else 0
     changed = course_launch.write()
     for path in changed:
         print(f"rewrote {path.relative_to(ROOT)}")
-    print(f"Badges and setup cells point at {config.repository} (branch {config.branch}); "
-          f"{len(changed)} file(s) changed.")  # fmt: skip
+    print(
+        f"Badges and setup cells point at {config.repository} (branch {config.branch}); "
+        f"{len(changed)} file(s) changed."
+    )
     return 0
 
 

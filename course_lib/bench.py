@@ -75,9 +75,14 @@ class BenchConfig:
 
 
 QUICK = BenchConfig(
-    batch_sizes=(1, 8), runs=3, warmup=1, eval_images=200, variants=("dynamic (QUInt8)", BEST_RESNET),
-    text_encoder=False, pytorch=True,
-)  # fmt: skip
+    batch_sizes=(1, 8),
+    runs=3,
+    warmup=1,
+    eval_images=200,
+    variants=("dynamic (QUInt8)", BEST_RESNET),
+    text_encoder=False,
+    pytorch=True,
+)
 
 
 @dataclass
@@ -109,8 +114,12 @@ class BenchResult:
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
-        return {"config": self.config, "environment": self.environment, "seconds": self.seconds,
-                "rows": [asdict(r) for r in self.rows]}  # fmt: skip
+        return {
+            "config": self.config,
+            "environment": self.environment,
+            "seconds": self.seconds,
+            "rows": [asdict(r) for r in self.rows],
+        }
 
 
 def _quant_types(options: dict) -> dict:
@@ -169,10 +178,21 @@ def _logits(path: Path, x: np.ndarray, threads: int | None, batch: int = 500) ->
 
 def _row(model: str, batch: int, comparison: measure.LatencyComparison, **extra) -> Row:
     base, cand = comparison.latency[comparison.baseline], comparison.latency[comparison.candidate]
-    return Row(model=model, batch=batch, baseline=comparison.baseline, candidate=comparison.candidate,
-               baseline_ms=base.median_ms, candidate_ms=cand.median_ms, candidate_p10_ms=cand.p10_ms,
-               candidate_p90_ms=cand.p90_ms, speedup=comparison.speedup, speedup_low=comparison.speedup_low,
-               speedup_high=comparison.speedup_high, runs=cand.runs, **extra)  # fmt: skip
+    return Row(
+        model=model,
+        batch=batch,
+        baseline=comparison.baseline,
+        candidate=comparison.candidate,
+        baseline_ms=base.median_ms,
+        candidate_ms=cand.median_ms,
+        candidate_p10_ms=cand.p10_ms,
+        candidate_p90_ms=cand.p90_ms,
+        speedup=comparison.speedup,
+        speedup_low=comparison.speedup_low,
+        speedup_high=comparison.speedup_high,
+        runs=cand.runs,
+        **extra,
+    )
 
 
 def run(config: BenchConfig | None = None, out_dir: Path | None = None, log: Callable[[str], None] = print):
@@ -208,10 +228,23 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
     for name in config.variants:
         p = measure.parity(ref, _logits(paths[name], x_all, t), y)
         for batch in config.batch_sizes:
-            c = measure.compare_latency({"onnxruntime fp32": paths["fp32"], name: paths[name]},
-                                        {"input": x_all[:batch]}, threads=t, warmup=config.warmup, runs=config.runs)  # fmt: skip
-            result.rows.append(_row("ResNet18", batch, c, accuracy=p.candidate_accuracy, agreement=p.agreement,
-                                    size_mb=paths[name].stat().st_size / 1e6))  # fmt: skip
+            c = measure.compare_latency(
+                {"onnxruntime fp32": paths["fp32"], name: paths[name]},
+                {"input": x_all[:batch]},
+                threads=t,
+                warmup=config.warmup,
+                runs=config.runs,
+            )
+            result.rows.append(
+                _row(
+                    "ResNet18",
+                    batch,
+                    c,
+                    accuracy=p.candidate_accuracy,
+                    agreement=p.agreement,
+                    size_mb=paths[name].stat().st_size / 1e6,
+                )
+            )
             log(f"  {name:<38} batch {batch:>3}: {c.speedup:.2f}x fp32")
     result.config["resnet_fp32"] = {"accuracy": float((ref.argmax(1) == y).mean()), "size_mb": fp32_mb}
 
@@ -224,9 +257,13 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
             trained.module.eval(), ["input"], threads=threads, name="pytorch fp32"
         )
         torch_int8 = measure.TorchRunner(
-            torch.ao.quantization.quantize_dynamic(trained.module.eval(), {torch.nn.Linear}, dtype=torch.qint8),
-            ["input"], threads=threads, name="pytorch dynamic int8",
-        )  # fmt: skip
+            torch.ao.quantization.quantize_dynamic(
+                trained.module.eval(), {torch.nn.Linear}, dtype=torch.qint8
+            ),
+            ["input"],
+            threads=threads,
+            name="pytorch dynamic int8",
+        )
         production = production_resnet_variant()
         best = (
             production
@@ -238,8 +275,13 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
         for batch in config.batch_sizes:
             feed = {"input": x_all[:batch]}
             for runner, onnx_name in ((torch_fp32, "fp32"), (torch_int8, best)):
-                c = measure.compare_latency({runner.name: runner, f"onnxruntime {onnx_name}": paths[onnx_name]},
-                                            feed, threads=t, warmup=config.warmup, runs=config.runs)  # fmt: skip
+                c = measure.compare_latency(
+                    {runner.name: runner, f"onnxruntime {onnx_name}": paths[onnx_name]},
+                    feed,
+                    threads=t,
+                    warmup=config.warmup,
+                    runs=config.runs,
+                )
                 result.rows.append(_row("ResNet18", batch, c))
                 log(f"  onnxruntime {onnx_name} vs {runner.name}, batch {batch}: {c.speedup:.2f}x")
 
@@ -263,8 +305,13 @@ def _bench_text_encoder(config: BenchConfig, directory: Path, log: Callable[[str
     log("all-MiniLM-L6-v2: dynamic INT8 against the optimized fp32 graph …")
     paths = te.ensure_onnx(log=log)
     int8 = directory / "text_encoder.int8.per_channel.onnx"
-    quantize_dynamic(paths["optimized"], int8, weight_type=QuantType.QInt8, per_channel=True,
-                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})  # fmt: skip
+    quantize_dynamic(
+        paths["optimized"],
+        int8,
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
     feed = te.encode(te.load_sentences(max(64, max(config.text_batches))), max_length=config.text_sequence)
     ref = te.onnx_embed(paths["optimized"], feed)
     cos_min = float((ref * te.onnx_embed(int8, feed)).sum(1).min())
@@ -281,14 +328,24 @@ def _bench_text_encoder(config: BenchConfig, directory: Path, log: Callable[[str
     model = f"MiniLM-L6 (seq {config.text_sequence})"
     for batch in config.text_batches:
         batch_feed = {k: v[:batch] for k, v in feed.items()}
-        c = measure.compare_latency({"onnxruntime fp32 (optimized)": paths["optimized"], "dynamic int8 per-channel": int8},
-                                    batch_feed, threads=t, warmup=config.warmup, runs=config.text_runs)  # fmt: skip
+        c = measure.compare_latency(
+            {"onnxruntime fp32 (optimized)": paths["optimized"], "dynamic int8 per-channel": int8},
+            batch_feed,
+            threads=t,
+            warmup=config.warmup,
+            runs=config.text_runs,
+        )
         rows.append(_row(model, batch, c, accuracy=cos_min, size_mb=int8.stat().st_size / 1e6))
         log(f"  dynamic int8 per-channel, batch {batch}: {c.speedup:.2f}x fp32")
         if config.pytorch:
             for kind, onnx_path in (("fp32", paths["optimized"]), ("int8", int8)):
-                c = measure.compare_latency({runners[kind].name: runners[kind], f"onnxruntime {kind}": onnx_path},
-                                            batch_feed, threads=t, warmup=config.warmup, runs=config.text_runs)  # fmt: skip
+                c = measure.compare_latency(
+                    {runners[kind].name: runners[kind], f"onnxruntime {kind}": onnx_path},
+                    batch_feed,
+                    threads=t,
+                    warmup=config.warmup,
+                    runs=config.text_runs,
+                )
                 rows.append(_row(model, batch, c))
                 log(f"  onnxruntime {kind} vs {runners[kind].name}, batch {batch}: {c.speedup:.2f}x")
     return rows
@@ -296,8 +353,10 @@ def _bench_text_encoder(config: BenchConfig, directory: Path, log: Callable[[str
 
 def table(result: BenchResult) -> str:
     """The result as a fixed-width text table, one line per comparison."""
-    head = f"{'model':<20} {'batch':>5}  {'candidate':<38} {'baseline':<30} {'base ms':>8} {'cand ms':>8} " \
-           f"{'p10-p90 ms':>15} {'ratio':>6} {'interval':>11} {'acc/cos':>7} {'agree':>7} {'MB':>6}"  # fmt: skip
+    head = (
+        f"{'model':<20} {'batch':>5}  {'candidate':<38} {'baseline':<30} {'base ms':>8} {'cand ms':>8} "
+        f"{'p10-p90 ms':>15} {'ratio':>6} {'interval':>11} {'acc/cos':>7} {'agree':>7} {'MB':>6}"
+    )
     lines = [head, "-" * len(head)]
     for r in result.rows:
         lines.append(

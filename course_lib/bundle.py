@@ -54,9 +54,20 @@ PREPARE = "python -m course_lib prepare"
 
 # Outside a git checkout (an unpacked bundle, an sdist): what counts as the course.
 FALLBACK_GLOBS = (
-    "course_lib/**/*.py", "notebooks/*.ipynb", "notebooks/src/*.py", "tests/*.py", "binder/*", ".ci/*",
-    "pyproject.toml", "README.md", "Makefile", "environment.yml", "data/README.md", "LICENSE*", ".gitignore",
-)  # fmt: skip
+    "course_lib/**/*.py",
+    "notebooks/*.ipynb",
+    "notebooks/src/*.py",
+    "tests/*.py",
+    "binder/*",
+    ".ci/*",
+    "pyproject.toml",
+    "README.md",
+    "Makefile",
+    "environment.yml",
+    "data/README.md",
+    "LICENSE*",
+    ".gitignore",
+)
 # Already compressed: stored as they are, deflating them again costs time and gains nothing.
 STORED_SUFFIXES = (".gz", ".whl", ".zip", ".tar", ".bz2", ".xz", ".png", ".jpg")
 EXECUTABLE = 0o100755
@@ -171,11 +182,15 @@ def _model_entries() -> tuple[list[Entry], dict]:
             raise _not_prepared(name, f"{onnx_file.name} was made by another exporter")
         folder = f"data/models/{name}"
         entries += [
-            Entry(f"{folder}/weights.pt", models._weights_path(name), kind="model",
-                  expected_sha256=meta["weights_sha256"]),
+            Entry(
+                f"{folder}/weights.pt",
+                models._weights_path(name),
+                kind="model",
+                expected_sha256=meta["weights_sha256"],
+            ),
             Entry(f"{folder}/{onnx_file.name}", onnx_file, kind="model", expected_sha256=onnx_meta["sha256"]),
             Entry(f"{folder}/meta.json", models._meta_path(name), kind="model"),
-        ]  # fmt: skip
+        ]
         summary[name] = {"test_accuracy": meta["test_accuracy"], "trained_at": meta.get("trained_at")}
     status = text_encoder.cache_status()
     if status != "ok":
@@ -183,8 +198,11 @@ def _model_entries() -> tuple[list[Entry], dict]:
     te_meta = text_encoder.read_meta()
     folder = f"data/models/{text_encoder.NAME}"
     for kind, path in text_encoder.onnx_paths().items():
-        entries.append(Entry(f"{folder}/{path.name}", path, kind="model",
-                             expected_sha256=te_meta["files"][kind]["sha256"]))  # fmt: skip
+        entries.append(
+            Entry(
+                f"{folder}/{path.name}", path, kind="model", expected_sha256=te_meta["files"][kind]["sha256"]
+            )
+        )
     entries.append(Entry(f"{folder}/meta.json", text_encoder._meta_path(), kind="model"))
     summary[text_encoder.NAME] = {"files": sorted(p.name for p in text_encoder.onnx_paths().values())}
     return entries, summary
@@ -206,8 +224,17 @@ def download_wheels(dest: Path, requirements: Sequence[str], pip_args: Sequence[
     Needs the package index (PyPI, or whatever PIP_INDEX_URL names) while the bundle is made.
     """
     dest.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--prefer-binary", "--dest", str(dest), *pip_args,
-           *requirements]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--prefer-binary",
+        "--dest",
+        str(dest),
+        *pip_args,
+        *requirements,
+    ]
     print("Downloading wheels:", " ".join(cmd), flush=True)
     result = subprocess.run(cmd)
     if result.returncode != 0:
@@ -232,10 +259,15 @@ def _versions(root: Path) -> dict[str, str]:
 def git_commit(root: Path = ROOT) -> dict:
     """The checkout's HEAD and whether tracked files differ from it; {} outside a git checkout."""
     try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                                text=True, check=True).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return {}
     return {"git_commit": commit, "git_uncommitted_changes": bool(dirty)}
@@ -414,9 +446,15 @@ def write_bundle(
         def write(tmp: Path) -> None:
             with (
                 zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as zf,
-                tqdm(total=total, unit="B", unit_scale=True, desc=f"bundle {out.name}", disable=not progress,
-                     dynamic_ncols=True) as bar,
-            ):  # fmt: skip
+                tqdm(
+                    total=total,
+                    unit="B",
+                    unit_scale=True,
+                    desc=f"bundle {out.name}",
+                    disable=not progress,
+                    dynamic_ncols=True,
+                ) as bar,
+            ):
                 for entry in entries:
                     manifest["files"][entry.arcname] = _write_entry(zf, entry, bar)
                 body = json.dumps(manifest, indent=2, sort_keys=False).encode()

@@ -25,9 +25,17 @@ DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
 DEBIAN_PACKAGE = "dataset-fashion-mnist"
 
 CLASS_NAMES: tuple[str, ...] = (
-    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
-)  # fmt: skip
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
 
 # SHA-256 of the *decompressed* IDX files. The Debian package re-compresses the archives, so
 # the .gz bytes differ between sources while the data inside is identical; hashing the content
@@ -412,7 +420,11 @@ def load_moons(seed: int = 0, n_train: int = 1000, n_test: int = 500, n_edge: in
     y_edge = np.concatenate([y_boundary, -np.ones(n_out, dtype=np.int64)]).astype(np.int64)
     kind = np.array(["boundary"] * len(x_boundary) + ["outside"] * n_out)
     return Moons(
-        x_train.astype(np.float32), y_train.astype(np.int64),
-        x_test.astype(np.float32), y_test.astype(np.int64),
-        x_edge, y_edge, kind,
-    )  # fmt: skip
+        x_train.astype(np.float32),
+        y_train.astype(np.int64),
+        x_test.astype(np.float32),
+        y_test.astype(np.int64),
+        x_edge,
+        y_edge,
+        kind,
+    )

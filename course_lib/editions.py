@@ -169,10 +169,13 @@ def timings_table(record: dict) -> str:
         return f"{f'{minutes} min ' if minutes else ''}{seconds} s"
 
     rows = [
-        {"lesson": e["notebook"], "runs in": duration(e["seconds"]),
-         "peak memory": f"{e['peak_memory_bytes'] / 1e9:.2f} GB"}
+        {
+            "lesson": e["notebook"],
+            "runs in": duration(e["seconds"]),
+            "peak memory": f"{e['peak_memory_bytes'] / 1e9:.2f} GB",
+        }
         for e in record["lessons"]
-    ]  # fmt: skip
+    ]
     total = duration(sum(e["seconds"] for e in record["lessons"]))
     return (
         markdown_table(rows)

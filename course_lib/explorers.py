@@ -194,10 +194,17 @@ def quantization_error_explorer(
         plt.show()
 
     controls = {
-        "distribution": distribution, "outliers": outliers, "magnitude": magnitude, "bits": bits,
-        "signed": signed, "symmetric": symmetric, "method": method, "percentile": percentile,
-        "low": low, "high": high,
-    }  # fmt: skip
+        "distribution": distribution,
+        "outliers": outliers,
+        "magnitude": magnitude,
+        "bits": bits,
+        "signed": signed,
+        "symmetric": symmetric,
+        "method": method,
+        "percentile": percentile,
+        "low": low,
+        "high": high,
+    }
     out = widgets.interactive_output(draw, controls)
     rows = [[distribution, outliers, magnitude], [bits, signed, symmetric], [method, percentile, low, high]]
     return _panel(rows, status, out, "quantization-error-explorer")

@@ -208,10 +208,20 @@ def write(root: Path = ROOT, launch: Launch | None = None, dry_run: bool = False
             changed.append(notebook)
             if not dry_run:  # the same call as `make notebooks`: --update keeps the notebook's metadata
                 subprocess.run(
-                    [sys.executable, "-m", "jupytext", "--quiet", "--update", "--to", "ipynb",
-                     "--output", str(notebook), str(src)],
+                    [
+                        sys.executable,
+                        "-m",
+                        "jupytext",
+                        "--quiet",
+                        "--update",
+                        "--to",
+                        "ipynb",
+                        "--output",
+                        str(notebook),
+                        str(src),
+                    ],
                     check=True,
-                )  # fmt: skip
+                )
     readme = root / "README.md"
     text = readme.read_text()
     wanted = render_readme(text, launch, [f"{s.stem}.ipynb" for s in sources])

@@ -130,16 +130,41 @@ def _cpu_speedup(latest: Latest) -> str | None:
 
 
 CLAIMS = (
-    Claim("02", "Text encoder, dynamic INT8: 120 → 31 MB, 2.5–3x faster on CPU, about 0.3 % top-1 drop",
-          "seed 000", _text_encoder),
-    Claim("02", "ResNet18, dynamic INT8: 45 → 12 MB, 1.2x faster, about 0.1 % top-1 drop", "seed 000", _resnet_dynamic),
-    Claim("02", "NanoGPT, dynamic INT8: 0.84 → 0.03 MB, 1,292.2 → 1,877.0 ms (0.69x)", "seed 003", _mlp_dynamic),
-    Claim("03", "Static quantization: more speedup than dynamic, especially on convolutions; the file shrinks "
-          "roughly 4x", "seed 000", _static_resnet),
-    Claim("04", "Acceptable: INT8 accuracy within 0.5 points of fp32, agreement above 99 %", "seed 000", _acceptance),
-    Claim("05", "Modern Intel CPU with VNNI: 2–4x INT8 speedup; older CPUs without VNNI: marginal", "seed 000",
-          _cpu_speedup),
-)  # fmt: skip
+    Claim(
+        "02",
+        "Text encoder, dynamic INT8: 120 → 31 MB, 2.5–3x faster on CPU, about 0.3 % top-1 drop",
+        "seed 000",
+        _text_encoder,
+    ),
+    Claim(
+        "02",
+        "ResNet18, dynamic INT8: 45 → 12 MB, 1.2x faster, about 0.1 % top-1 drop",
+        "seed 000",
+        _resnet_dynamic,
+    ),
+    Claim(
+        "02", "NanoGPT, dynamic INT8: 0.84 → 0.03 MB, 1,292.2 → 1,877.0 ms (0.69x)", "seed 003", _mlp_dynamic
+    ),
+    Claim(
+        "03",
+        "Static quantization: more speedup than dynamic, especially on convolutions; the file shrinks "
+        "roughly 4x",
+        "seed 000",
+        _static_resnet,
+    ),
+    Claim(
+        "04",
+        "Acceptable: INT8 accuracy within 0.5 points of fp32, agreement above 99 %",
+        "seed 000",
+        _acceptance,
+    ),
+    Claim(
+        "05",
+        "Modern Intel CPU with VNNI: 2–4x INT8 speedup; older CPUs without VNNI: marginal",
+        "seed 000",
+        _cpu_speedup,
+    ),
+)
 
 
 def latest_entries(entries: list[dict]) -> Latest:
@@ -172,17 +197,26 @@ def build(entries: list[dict] | None = None, environment: dict | None = None) ->
     sections = []
     for lesson in lessons:
         claims = [
-            {"quoted claim": f"“{c.quote}” ({c.source})", "measured here": c.measured(latest) or "not measured yet: run the lesson"}
+            {
+                "quoted claim": f"“{c.quote}” ({c.source})",
+                "measured here": c.measured(latest) or "not measured yet: run the lesson",
+            }
             for c in CLAIMS
             if c.lesson == lesson
-        ]  # fmt: skip
+        ]
         figures = [
             {"model": k[1], "variant": k[2], "measured": _key_figures(e), "when": e.get("timestamp", "")}
             for k, e in latest.items()
             if k[0] == lesson
         ]
-        sections.append({"lesson": lesson, "title": LESSON_TITLES.get(lesson, lesson), "claims": claims,
-                         "figures": figures})  # fmt: skip
+        sections.append(
+            {
+                "lesson": lesson,
+                "title": LESSON_TITLES.get(lesson, lesson),
+                "claims": claims,
+                "figures": figures,
+            }
+        )
     return {"environment": environment, "entries": len(entries), "sections": sections}
 
 
@@ -238,7 +272,7 @@ def to_html(report: dict) -> str:
         f"{html.escape(', '.join(env.get('int8_features', [])) or 'none')}.</p>",
         f"<p>{report['entries']} measurements from this environment. Quoted figures come from the seed documents and "
         "were <b>not</b> measured here; the column beside them was.</p>",
-    ]  # fmt: skip
+    ]
     for s in report["sections"]:
         parts.append(f"<h2>{html.escape(s['title'])}</h2>")
         parts.append(_html_table(s["claims"]))

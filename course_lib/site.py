@@ -39,8 +39,16 @@ LIVE = "run this notebook live (Colab, Binder or <code>make lab</code>) to use i
 RUN_FIRST = "run `python -m course_lib run` first (it executes every lesson into build/notebooks/)"
 
 # Widgets that only lay out, style or show things; anything else with a value is a control.
-_PASSIVE = {"HTMLModel", "HTMLMathModel", "LabelModel", "OutputModel", "ImageModel", "FloatProgressModel",
-            "IntProgressModel", "LayoutModel"}  # fmt: skip
+_PASSIVE = {
+    "HTMLModel",
+    "HTMLMathModel",
+    "LabelModel",
+    "OutputModel",
+    "ImageModel",
+    "FloatProgressModel",
+    "IntProgressModel",
+    "LayoutModel",
+}
 
 
 class SiteError(RuntimeError):
@@ -321,10 +329,15 @@ def _run_sphinx(source: str, out: str) -> int:
 
     src = Path(source)
     result = build_sphinx(
-        src, Path(out), noconfig=True, path_config=str(src / "_config.yml"),
-        confoverrides={"external_toc_path": str(src / "_toc.yml"), "latex_individualpages": False}, doctreedir=str(src / ".doctrees"),
-        freshenv=True, quiet=True,
-    )  # fmt: skip
+        src,
+        Path(out),
+        noconfig=True,
+        path_config=str(src / "_config.yml"),
+        confoverrides={"external_toc_path": str(src / "_toc.yml"), "latex_individualpages": False},
+        doctreedir=str(src / ".doctrees"),
+        freshenv=True,
+        quiet=True,
+    )
     return result if isinstance(result, int) else 1
 
 
@@ -387,8 +400,11 @@ def build_site(
         env = {**os.environ, "PYTHONWARNINGS": "ignore"}
         done = subprocess.run(
             [sys.executable, "-c", code, str(src), str(html_dir)],
-            cwd=ROOT, env=env, capture_output=True, text=True,
-        )  # fmt: skip
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         log = (done.stdout + done.stderr).strip()
         if done.returncode != 0 or not (html_dir / "index.html").exists():
             raise SiteError(f"the jupyter-book build failed (exit {done.returncode}):\n{log[-5000:]}")

@@ -52,8 +52,14 @@ class WeightsChecksumError(RuntimeError):
 # Weights, tokenizer, PyTorch model
 # --------------------------------------------------------------------------------------------
 HUB_REPO = "sentence-transformers/all-MiniLM-L6-v2"
-HUB_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
-             "special_tokens_map.json")  # fmt: skip
+HUB_FILES = (
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "special_tokens_map.json",
+)
 SOURCES = ("auto", "package", "hub")
 SOURCE_ENV = "COURSE_TEXT_ENCODER_SOURCE"
 
@@ -186,11 +192,39 @@ def parameter_count(module: nn.Module) -> int:
 # --------------------------------------------------------------------------------------------
 # Docstrings of these standard-library modules (functions and classes included), in this order.
 SENTENCE_MODULES = (
-    "json", "csv", "random", "statistics", "textwrap", "string", "collections", "itertools",
-    "functools", "pathlib", "os.path", "shutil", "tempfile", "datetime", "calendar", "argparse",
-    "logging", "subprocess", "threading", "queue", "heapq", "bisect", "fractions", "decimal",
-    "difflib", "zipfile", "tarfile", "gzip", "urllib.parse", "email.message", "html", "http.client",
-)  # fmt: skip
+    "json",
+    "csv",
+    "random",
+    "statistics",
+    "textwrap",
+    "string",
+    "collections",
+    "itertools",
+    "functools",
+    "pathlib",
+    "os.path",
+    "shutil",
+    "tempfile",
+    "datetime",
+    "calendar",
+    "argparse",
+    "logging",
+    "subprocess",
+    "threading",
+    "queue",
+    "heapq",
+    "bisect",
+    "fractions",
+    "decimal",
+    "difflib",
+    "zipfile",
+    "tarfile",
+    "gzip",
+    "urllib.parse",
+    "email.message",
+    "html",
+    "http.client",
+)
 
 
 def _docstrings(module) -> list[str]:

@@ -60,8 +60,16 @@ def _entry(lesson, model, variant, metrics, timestamp="2026-01-01T00:00:00+00:00
     return e
 
 
-ENV = {"hash": "abc", "cpu": "Test <CPU>", "machine": "x86_64", "os": "Linux", "physical_cores": 2,
-       "logical_cores": 2, "int8_features": ["AVX2"], "versions": {"onnxruntime": "1.0"}}  # fmt: skip
+ENV = {
+    "hash": "abc",
+    "cpu": "Test <CPU>",
+    "machine": "x86_64",
+    "os": "Linux",
+    "physical_cores": 2,
+    "logical_cores": 2,
+    "int8_features": ["AVX2"],
+    "versions": {"onnxruntime": "1.0"},
+}
 
 
 def test_report_sets_measured_figures_beside_the_quoted_claims():
@@ -72,7 +80,7 @@ def test_report_sets_measured_figures_beside_the_quoted_claims():
             "dynamic int8 per-channel",
             {"speedup_vs_optimized_b16": 1.234, "cos_min": 0.98},
             file_bytes=22_800_000,
-        ),  # fmt: skip
+        ),
         _entry(
             "04",
             "fashion_resnet18",
@@ -85,7 +93,7 @@ def test_report_sets_measured_figures_beside_the_quoted_claims():
             "per-channel",
             {"accuracy": 0.919, "fp32_accuracy": 0.92, "agreement": 0.997},
             timestamp="2026-02-01T00:00:00+00:00",
-        ),  # fmt: skip  (a later run: the one reported)
+        ),  # a later run: the one reported
     ]
     built = report.build(entries, ENV)
     sections = {s["lesson"]: s for s in built["sections"]}

@@ -98,8 +98,11 @@ def _prepared_model_files() -> dict[str, Path]:
     """What `prepare` made, by its path inside the bundle, read from the course's own caches."""
     out = {}
     for name in models.MODELS:
-        for path in (models.cache_dir(name) / "weights.pt", models.cache_dir(name) / "meta.json",
-                     models.onnx_path(name)):  # fmt: skip
+        for path in (
+            models.cache_dir(name) / "weights.pt",
+            models.cache_dir(name) / "meta.json",
+            models.onnx_path(name),
+        ):
             out[f"data/models/{name}/{path.name}"] = path
     for path in [*text_encoder.onnx_paths().values(), text_encoder.cache_dir() / "meta.json"]:
         out[f"data/models/{text_encoder.NAME}/{path.name}"] = path
@@ -173,15 +176,29 @@ def test_verify_bundle_names_changed_and_missing_files(made, tmp_path):
 def test_bundled_wheelhouse_installs_without_an_index(unpacked, tmp_path):
     target = tmp_path / "site"
     pip = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-index", "--find-links", str(unpacked / "wheels"),
-         "--target", str(target), "--quiet", PROBE],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-index",
+            "--find-links",
+            str(unpacked / "wheels"),
+            "--target",
+            str(target),
+            "--quiet",
+            PROBE,
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert pip.returncode == 0, pip.stderr
     probe = subprocess.run(
         [sys.executable, "-c", "import course_bundle_probe as p; print(p.WHERE)"],
-        capture_output=True, text=True, env={"PYTHONPATH": str(target)},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(target)},
+    )
     assert probe.stdout.strip() == "from the bundled wheelhouse", probe.stderr
 
 

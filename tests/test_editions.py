@@ -63,8 +63,12 @@ def test_no_solution_survives_and_every_check_stays(notebook, student):
     assert len(t_code) == len(s_code)
     everything = "\n".join(s_code)
     assert editions.MARKER not in everything
-    solutions = [line.split(editions.MARKER)[0].strip() for src in t_code for line in src.splitlines()
-                 if line.rstrip().endswith(editions.MARKER)]  # fmt: skip
+    solutions = [
+        line.split(editions.MARKER)[0].strip()
+        for src in t_code
+        for line in src.splitlines()
+        if line.rstrip().endswith(editions.MARKER)
+    ]
     assert solutions, f"{notebook.name} has no marked solution"
     for line in solutions:
         if line and not line.startswith(("def ", "class ", "return", ")")) and len(line) > 12:
@@ -112,8 +116,11 @@ def _record(tmp_path, **changes):
 def test_timings_table_is_written_from_the_run_record(tmp_path):
     record = _record(tmp_path)
     assert record["lessons"][0] == {
-        "notebook": LESSONS[0], "ok": True, "seconds": 10.0, "peak_memory_bytes": 1_000_000_000,
-    }  # fmt: skip
+        "notebook": LESSONS[0],
+        "ok": True,
+        "seconds": 10.0,
+        "peak_memory_bytes": 1_000_000_000,
+    }
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "instructor.md").write_text(

@@ -159,8 +159,10 @@ def test_bit_widths_from_two_to_eight():
     assert q.tolist() == [-4, 0, 0, 2, 3]  # half to even, saturated to -4..3
 
 
-@pytest.mark.parametrize(("dtype", "symmetric"), [("int8", False), ("int8", True), ("uint8", False),
-                                                  ("uint8", True), ("int4", True), ("uint4", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("dtype", "symmetric"),
+    [("int8", False), ("int8", True), ("uint8", False), ("uint8", True), ("int4", True), ("uint4", False)],
+)
 def test_the_general_formula_is_affines_on_onnx_types(dtype, symmetric):
     rng = np.random.default_rng(5)
     narrow = symmetric and dtype == "int8"

@@ -61,8 +61,11 @@ def site(executed, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("site") / "site"
     done = subprocess.run(
         [sys.executable, "-m", "course_lib", "site", "--executed", str(executed), "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"Site: {out / 'index.html'}" in done.stdout
     assert "WARNING" not in done.stderr and "ERROR" not in done.stderr, done.stderr  # quiet and clean
@@ -310,8 +313,11 @@ def test_site_command_runs_stale_lessons_first_and_reuses_fresh_ones(tmp_path):
     def site_command():
         return subprocess.run(
             [sys.executable, "-c", f"from pathlib import Path; {code}", str(out), str(sources), str(build)],
-            cwd=ROOT, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
     first = site_command()
     assert first.returncode == 0, first.stdout + first.stderr
@@ -394,7 +400,7 @@ def test_an_explorer_becomes_note_status_and_plot():
                     "metadata": {},
                 }
             ],
-        ),  # fmt: skip
+        ),
     }
     outs = widget_outputs("box", state)
     assert [list(o.data) for o in outs] == [["text/html", "text/plain"]] * 2 + [["image/png", "text/plain"]]
