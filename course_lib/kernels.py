@@ -7,7 +7,7 @@ the rest in float, dequantizing first. So the questions "which layers run in INT
 which types?" are answered by the graph the session executes, which
 `SessionOptions.optimized_model_filepath` writes out, not by the file we gave it.
 
-    optimized_graph(path)   the graph a CPU session executes, saved next to the file
+    optimized_graph(path)   the graph a CPU session executes, saved next to the file (once per file)
     kernels(path)           what it runs: integer and float compute ops, their types, coverage
     kernel_rows(variants)   one table row per variant, for `measure.markdown_table`
     profile(path, feed)     time per op type from ONNX Runtime's own profiler
@@ -17,6 +17,7 @@ which types?" are answered by the graph the session executes, which
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -61,21 +62,50 @@ def _session_options(threads: int | None) -> ort.SessionOptions:
     return options
 
 
+# The graphs optimized so far in this process: saved graph (resolved path) -> (what it was made
+# from: the source's resolved path, the SHA-256 of its bytes, the thread count; the saved file's
+# size and mtime right after it was written). `optimized_graph` reuses a saved graph only while
+# both still match, so a rewritten source, or a saved graph since overwritten, is optimized again.
+# (A model's external data files are not part of the key; no lesson asks for their kernels.)
+_OPTIMIZED: dict[str, tuple[tuple[str, str, int], tuple[int, int]]] = {}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns
+
+
 def optimized_graph(path: str | Path, out: str | Path | None = None, threads: int | None = None) -> Path:
     """Open `path` in a CPU session with every graph optimization on (ONNX Runtime's default) and
     save the graph it executes: `<name>.optimized.onnx` beside the file unless `out` is given.
 
     The saved graph holds this CPU's choices (for example the NCHWc layout of AVX2/AVX-512
-    kernels): read it, do not ship it.
+    kernels): read it, do not ship it. Asked again for the same unchanged file (same bytes,
+    same threads, same `out`), it returns the graph saved the first time instead of optimizing
+    the model again.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"optimized_graph expects an ONNX file; found nothing at {path}.")
     out = Path(out) if out is not None else path.with_name(path.stem + ".optimized.onnx")
+    threads = physical_cores() if threads is None else threads
+    made_from = (str(path.resolve()), _sha256(path), threads)
+    saved = _OPTIMIZED.get(str(out.resolve()))
+    if saved is not None and saved[0] == made_from and out.is_file() and _stat(out) == saved[1]:
+        return out
     options = _session_options(threads)
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.optimized_model_filepath = str(out)
     ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    _OPTIMIZED[str(out.resolve())] = (made_from, _stat(out))
     return out
 
 
@@ -195,7 +225,8 @@ def read_kernels(model: onnx.ModelProto, name: str = "") -> Kernels:
 
 def kernels(path: str | Path, threads: int | None = None, folder: str | Path | None = None) -> Kernels:
     """What a CPU session runs for the file at `path`: optimizes it (`optimized_graph`, saved in
-    `folder`, default beside the file) and reads the compute ops of the result."""
+    `folder`, default beside the file; reused while the file is unchanged) and reads the compute
+    ops of the result."""
     path = Path(path)
     out = None if folder is None else Path(folder) / f"{path.stem}.optimized.onnx"
     optimized = optimized_graph(path, out, threads=threads)

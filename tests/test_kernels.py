@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import numpy as np
@@ -62,6 +63,62 @@ def test_a_float_model_runs_no_integer_kernel(block):
     assert k.integer == {} and sum(k.float_compute.values()) == 2  # the two convs, whatever the layout
     assert k.coverage == 0.0 and k.dequantized == 0
     assert (block.parent / "block.optimized.onnx").is_file()  # the graph the session ran, kept to read
+
+
+@pytest.fixture
+def sessions(monkeypatch):
+    """The files ONNX Runtime optimized and saved during the test (the quantizer's sessions save none)."""
+    opened = []
+    session = kernels.ort.InferenceSession
+
+    def counting(path, *args, **kwargs):
+        if getattr(kwargs.get("sess_options"), "optimized_model_filepath", ""):
+            opened.append(path)
+        return session(path, *args, **kwargs)
+
+    monkeypatch.setattr(kernels.ort, "InferenceSession", counting)
+    return opened
+
+
+def test_the_same_unchanged_file_is_optimized_once(block, sessions):
+    first = kernels.kernels(block, threads=1)
+    assert kernels.kernels(block, threads=1) == first
+    assert kernels.optimized_graph(block, threads=1) == block.parent / "block.optimized.onnx"
+    assert len(sessions) == 1
+    kernels.kernels(block, threads=2)  # another thread count is another session's graph
+    assert len(sessions) == 2
+
+
+def test_a_rewritten_file_is_optimized_again(block, tmp_path, sessions):
+    assert kernels.kernels(block, threads=1).integer == {}
+    # The same path, now holding the quantized block: the new graph, not the cached float one.
+    u8s8_qdq(conv_block(tmp_path / "source.onnx", np.random.default_rng(0)), tmp_path / "q.onnx")
+    block.write_bytes((tmp_path / "q.onnx").read_bytes())
+    assert kernels.kernels(block, threads=1).integer == {"QLinearConv": 2}
+    assert len(sessions) == 2
+    # Other weights, same size, and the old mtime put back: the bytes decide, not the file's stat.
+    conv_block(block, np.random.default_rng(5))
+    kernels.optimized_graph(block, threads=1)
+    stat = block.stat()
+    conv_block(block, np.random.default_rng(6))
+    os.utime(block, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert block.stat().st_size == stat.st_size and block.stat().st_mtime_ns == stat.st_mtime_ns
+    kernels.optimized_graph(block, threads=1)
+    assert len(sessions) == 4
+
+
+def test_a_saved_graph_overwritten_by_another_file_is_not_reused(tmp_path, sessions):
+    """Two files with the same name, optimized into one folder, take turns in the same saved file."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir(), (tmp_path / "out").mkdir()
+    fp32 = conv_block(tmp_path / "a" / "block.onnx", np.random.default_rng(0))
+    qdq = u8s8_qdq(conv_block(tmp_path / "b.onnx", np.random.default_rng(0)), tmp_path / "b" / "block.onnx")
+    assert kernels.kernels(fp32, threads=1, folder=tmp_path / "out").integer == {}
+    assert kernels.kernels(qdq, threads=1, folder=tmp_path / "out").integer == {"QLinearConv": 2}
+    assert kernels.kernels(fp32, threads=1, folder=tmp_path / "out").integer == {}
+    assert len(sessions) == 3
+    (tmp_path / "out" / "block.optimized.onnx").unlink()  # a deleted saved graph is made again
+    assert kernels.kernels(fp32, threads=1, folder=tmp_path / "out").integer == {}
+    assert len(sessions) == 4
 
 
 def u8s8_qdq(block, out, per_channel=True):

@@ -106,6 +106,18 @@ def mb(path):
     return Path(path).stat().st_size / 1e6
 
 
+def result_row(model, variant, megabytes, speed, parity):
+    """One row of the results table at the end (section 9)."""
+    return {
+        "model": model,
+        "variant": variant,
+        "MB": megabytes,
+        "speed": speed,
+        "accuracy": f"{parity.candidate_accuracy:.2%}",
+        "agreement": f"{parity.agreement:.2%}",
+    }
+
+
 # %% [markdown]
 # ## 1. Pre-process first
 #
@@ -126,54 +138,46 @@ def graph_summary(path):
     return measure.model_facts(path).op_counts, len(model.graph.value_info)
 
 
-for label, path in (("course export", fp32), ("pre-processed", pre)):
+def print_summary(label, path):
+    """One line per graph: its nodes, how many tensors have a known shape, its op counts."""
     ops, shapes = graph_summary(path)
     print(f"{label:>14}: {sum(ops.values())} nodes, {shapes} tensors with a known shape: {dict(ops)}")
+    return ops
 
-# %%
-same_nodes = graph_summary(fp32)[0] == graph_summary(pre)[0]
-display(
-    Markdown(
-        "**What to notice.** "
-        + (
-            "The op counts are the same: the `dynamo` exporter had already folded each BatchNorm into its "
-            "convolution, so there was nothing left to fuse. "
-            if same_nodes
-            else "Pre-processing changed the nodes even of this export. "
-        )
-        + "Exports made by older tools often keep every BatchNorm. Here is one, made by PyTorch's older "
-        "TorchScript exporter with constant folding off, and what pre-processing does to it:"
-    )
-)
+
+export_ops = print_summary("course export", fp32)
+pre_ops = print_summary("pre-processed", pre)
+print(f"Pre-processing {'changed no node' if export_ops == pre_ops else 'changed the nodes'} of this export.")
+
+# %% [markdown]
+# **What to notice.** Compare the op counts. PyTorch's `dynamo` exporter folds each BatchNorm into
+# its convolution itself, so pre-processing may find nothing left to fuse in its export (the last
+# line says whether it changed any node here). Exports made by older tools often keep every
+# BatchNorm. Here is one, made by PyTorch's older TorchScript exporter with constant folding off,
+# and what pre-processing does to it:
 
 # %%
 trained = cl.load_model("fashion_resnet18", train=False)
 legacy = cl.export_onnx(trained, work / "legacy.onnx", exporter="torchscript", keep_batchnorm=True)
 legacy_pre = work / "legacy.pre.onnx"
 quant_pre_process(legacy, legacy_pre)
-for label, path in (("legacy export", legacy), ("pre-processed", legacy_pre)):
-    ops, shapes = graph_summary(path)
-    print(f"{label:>14}: {sum(ops.values())} nodes, {shapes} tensors with a known shape: {dict(ops)}")
+print_summary("legacy export", legacy)
+print_summary("pre-processed", legacy_pre)
 
 val_images, val_labels = cl.load_split("validation")
 val_x = cl.preprocess(val_images)
-same = np.abs(measure.make_session(legacy_pre, THREADS).run(None, {"input": val_x})[0]
-              - measure.make_session(pre, THREADS).run(None, {"input": val_x})[0]).max()  # fmt: skip
-print(f"max |difference| of the two pre-processed models' logits on 500 images: {same:.1e}")
+legacy_logits = measure.make_session(legacy_pre, THREADS).run(None, {"input": val_x})[0]
+course_logits = measure.make_session(pre, THREADS).run(None, {"input": val_x})[0]
+same = np.abs(legacy_logits - course_logits).max()
+print(f"max |difference| of the two pre-processed models' logits on {len(val_x)} images: {same:.1e}")
 
-# %%
-legacy_ops, legacy_pre_ops = graph_summary(legacy)[0], graph_summary(legacy_pre)[0]
-display(
-    Markdown(
-        f"**What to notice.** Pre-processing removed {legacy_ops.get('BatchNormalization', 0)} BatchNorm and "
-        f"{legacy_ops.get('Identity', 0)} Identity nodes ({sum(legacy_ops.values())} → "
-        f"{sum(legacy_pre_ops.values())} nodes): each BatchNorm's scale and shift went into the weights and "
-        "bias of the convolution before it, and the model computes the same function ("
-        + ("identical logits above" if same == 0 else f"the {same:.1e} above is float rounding")
-        + "). Quantizing the unfused graph would have quantized the convolution's output, "
-        "then the BatchNorm's output: two roundings where one is needed. From here on we use `pre`."
-    )
-)
+# %% [markdown]
+# **What to notice.** Pre-processing removed every `BatchNormalization` and `Identity` node of the
+# legacy export (compare the two op counts): each BatchNorm's scale and shift went into the
+# weights and bias of the convolution before it. The model computes the same function: the two
+# pre-processed models' logits differ by float rounding at most (the last line; zero means
+# identical). Quantizing the unfused graph would have quantized the convolution's output, then
+# the BatchNorm's output: two roundings where one is needed. From here on we use `pre`.
 
 # %% [markdown]
 # **What each step does.** `quant_pre_process` runs three steps, in this order (its source,
@@ -286,25 +290,41 @@ ref_logits = logits_of(pre)
 evaluated = {}
 
 
-def evaluate(name, path, calibration_s=None, timed=True, **facts):
-    """Accuracy, agreement and drift on the test set, size, and (timed=True) speed at batch 64."""
+def evaluate(name, path, calibration_s=None, timed=True, **options):
+    """Accuracy, agreement and drift on the test set, size, and (timed=True) speed at batch 64.
+
+    Keeps everything in `evaluated[name]` (section 9 records it) and returns the table row."""
     p = measure.parity(ref_logits, logits_of(path), test_labels)
-    row = {"variant": name, "MB": f"{mb(path):.1f}", "size": f"{mb(path) / mb(pre):.3f}",
-           "accuracy": f"{p.candidate_accuracy:.2%}", "Δ points": f"{100 * (p.candidate_accuracy - p.reference_accuracy):+.2f}",
-           "agreement": f"{p.agreement:.2%}"}  # fmt: skip
-    speed = None
+    row = {
+        "variant": name,
+        "MB": f"{mb(path):.1f}",
+        "size": f"{mb(path) / mb(pre):.3f}",
+        "accuracy": f"{p.candidate_accuracy:.2%}",
+        "Δ points": f"{100 * (p.candidate_accuracy - p.reference_accuracy):+.2f}",
+        "agreement": f"{p.agreement:.2%}",
+    }
+    latency = None
     if timed:
-        c = measure.compare_latency({"fp32": pre, "int8": path}, batch64, threads=THREADS, warmup=3, runs=15)
-        speed = c.speedup
-        row["speed b64"] = f"{c.speedup:.2f}x ({c.speedup_low:.2f}–{c.speedup_high:.2f})"
+        pair = {"fp32": pre, "int8": path}
+        latency = measure.compare_latency(pair, batch64, threads=THREADS, warmup=3, runs=15)
+        row["speed b64"] = f"{latency.speedup:.2f}x ({latency.speedup_low:.2f}–{latency.speedup_high:.2f})"
     if calibration_s is not None:
         row["calibration s"] = f"{calibration_s:.1f}"
-    evaluated[name] = {"path": path, "parity": p, "speedup": speed, "row": row, **facts}
-    measure.record(lesson="03", model="fashion_resnet18", variant=name, path=path,
-                   metrics={"accuracy": p.candidate_accuracy, "fp32_accuracy": p.reference_accuracy,
-                            "agreement": p.agreement, "size_ratio": mb(path) / mb(pre), "speedup_b64": speed,
-                            "calibration_s": calibration_s}, options=facts)  # fmt: skip
+    evaluated[name] = {
+        "path": path,
+        "parity": p,
+        "latency": latency,
+        "speedup": latency.speedup if latency else None,
+        "row": row,
+        "calibration_s": calibration_s,
+        "options": options,
+    }
     return row
+
+
+def columns(row, *keys):
+    """The named columns of a row of `evaluate`, for a smaller table."""
+    return {key: row[key] for key in keys}
 
 
 def static(name, reader, **options):
@@ -330,7 +350,9 @@ choices = {
 rows = []
 for name, options in choices.items():
     path, seconds = static(name, reader, **options)
-    rows.append(evaluate(name, path, seconds, **{k: getattr(v, "name", v) for k, v in options.items()}))
+    # Recorded with the results: QuantType.QUInt8 as "QUInt8"
+    settings = {key: getattr(value, "name", value) for key, value in options.items()}
+    rows.append(evaluate(name, path, seconds, **settings))
 fp32_accuracy = evaluated["QDQ U8S8"]["parity"].reference_accuracy
 print(f"fp32: accuracy {fp32_accuracy:.2%} on {len(test_labels):,} test images")
 display(Markdown(measure.markdown_table(rows)))
@@ -348,14 +370,11 @@ display(Markdown(measure.markdown_table(rows)))
 
 # %%
 SATURATES = cl.u8s8_can_saturate()
-production = choices["QDQ U8S8, reduce_range" if SATURATES else "QDQ U8S8"]
 PRODUCTION = "QDQ U8S8, reduce_range" if SATURATES else "QDQ U8S8"
-full, rr, s8 = (evaluated[n] for n in choices)
+production = choices[PRODUCTION]
+full, rr = evaluated["QDQ U8S8"], evaluated["QDQ U8S8, reduce_range"]
 print(f"{cl.hardware.cpu_summary()}: U8S8 {'can' if SATURATES else 'cannot'} saturate here.")
 print(f"Agreement: {full['parity'].agreement:.2%} full range, {rr['parity'].agreement:.2%} reduce_range.")
-print(
-    f"Speed: {full['speedup']:.2f}x full range, {rr['speedup']:.2f}x reduce_range, {s8['speedup']:.2f}x S8S8."
-)
 print(f"The rest of this lesson quantizes as {PRODUCTION}.")
 
 # %% [markdown]
@@ -418,12 +437,8 @@ for label in ("Entropy", "Entropy, 2048 bins", "Percentile"):
 
 graph = onnx.load(str(pre), load_external_data=False).graph
 relus = [n.output[0] for n in graph.node if n.op_type == "Relu"]
-shown = [
-    relus[0],
-    relus[len(relus) // 2],
-    relus[-1],
-    graph.node[-1].input[0],
-]  # early, middle, late; last layer
+last_layer = graph.node[-1].input[0]
+shown = [relus[0], relus[len(relus) // 2], relus[-1], last_layer]  # early, middle and late ReLUs
 values = calibration.activation_values(pre, {"input": val_x}, shown)  # real inputs the calibration never saw
 
 # %% [markdown]
@@ -469,14 +484,17 @@ for label, options in methods.items():
     row = evaluate(f"{PRODUCTION}, {label}", out, memory.seconds, timed=False, method=label)
     rows.append({**row, "peak memory MB": f"{memory.increase_bytes / 1e6:.0f}"})
 
-overrides = {name: [{"rmin": np.float32(r["Entropy"][0]), "rmax": np.float32(r["Entropy"][1])}]
-             for name, r in entropy_2048.items()}  # fmt: skip
+overrides = {}  # tensor name -> its range, in the form TensorQuantOverrides takes
+for name, found in entropy_2048.items():
+    low, high = found["Entropy"]
+    overrides[name] = [{"rmin": np.float32(low), "rmax": np.float32(high)}]
 out = work / "resnet18.entropy2048.onnx"
 reader.rewind()
 start = time.perf_counter()
 quantize_static(pre, out, reader, **static_options, extra_options={"TensorQuantOverrides": overrides})
-row = evaluate(f"{PRODUCTION}, Entropy, 2048 bins", out, entropy_2048_memory.seconds + time.perf_counter() - start,
-               timed=False, method="Entropy, 2048 bins (TensorQuantOverrides)")  # fmt: skip
+seconds = entropy_2048_memory.seconds + time.perf_counter() - start  # the ranges, then quantize_static
+method = "Entropy, 2048 bins (TensorQuantOverrides)"
+row = evaluate(f"{PRODUCTION}, Entropy, 2048 bins", out, seconds, timed=False, method=method)
 rows.append({**row, "peak memory MB": f"{entropy_2048_memory.increase_bytes / 1e6:.0f}"})
 display(Markdown(measure.markdown_table(rows)))
 
@@ -526,8 +544,9 @@ for count in (10, 50, 200, 500):
     sized = cl.DatasetReader(pre, count=count, batch_size=10)
     path, seconds = static(f"{count} images", sized, **production)
     row = evaluate(f"{PRODUCTION}, {count} calibration images", path, seconds, timed=False, count=count)
-    rows.append({"images": count, "values saturated": f"{saturated(path)[1]:.3%}",
-                 **{k: row[k] for k in ("accuracy", "Δ points", "agreement", "calibration s")}})  # fmt: skip
+    share = f"{saturated(path)[1]:.3%}"
+    kept = columns(row, "accuracy", "Δ points", "agreement", "calibration s")
+    rows.append({"images": count, "values saturated": share, **kept})
 display(Markdown(measure.markdown_table(rows)))
 
 # %% [markdown]
@@ -589,39 +608,53 @@ plt.show()
 # Calibrate with each, then count how many real activation values (correctly preprocessed test
 # images) saturate in each INT8 file, as in section 5.
 
+
 # %%
+def trap_row(transform, path, row):
+    """One row of the table below: what saturates in the file at `path`, and what it cost."""
+    per_tensor, overall = saturated(path)
+    return {
+        "calibration preprocessing": transform.__name__,
+        "input pixels saturated": f"{per_tensor['input']:.2%}",
+        "values saturated (all tensors)": f"{overall:.2%}",
+        **columns(row, "accuracy", "Δ points", "agreement"),
+    }
+
+
 rows = []
 for transform in (cl.preprocess, augmented, half_normalised, not_normalised):
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(0)  # augmented() draws from it: the same crops and flips on every run
     bad = cl.DatasetReader(pre, count=200, batch_size=20, transform=transform)
     path, seconds = static(f"calibrated on {transform.__name__}", bad, **production)
-    sat, overall = saturated(path)
     name = f"{PRODUCTION}, calibrated on {transform.__name__}"
     row = evaluate(name, path, seconds, timed=False, transform=transform.__name__)
-    evaluated[name]["saturation"] = sat
-    rows.append({"calibration preprocessing": transform.__name__, "input pixels saturated": f"{sat['input']:.2%}",
-                 "values saturated (all tensors)": f"{overall:.2%}", "accuracy": row["accuracy"],
-                 "Δ points": row["Δ points"], "agreement": row["agreement"]})  # fmt: skip
+    rows.append(trap_row(transform, path, row))
 display(Markdown(measure.markdown_table(rows)))
 
 # %% [markdown]
 # **What to notice.** Every one of these models was written without an error or a warning. A
 # wrong normalisation shifts and scales every input, so the calibrated ranges no longer cover
-# the real ones: real values saturate from the first layer on, and accuracy falls. Augmentation
-# is subtler: brightness jitter and shifts *widen* the ranges, which costs resolution rather than
-# clipping. (Where U8S8 can saturate and the weights are full range, wider ranges can even raise
-# agreement: smaller integer activations make saturated pair sums rarer. That is an accident of
-# the kernel, not a calibration method.) The only defence is to calibrate through the production
-# code path, then verify on held-out data (lesson 04).
+# the real ones: real values saturate from the first layer on (the input column), and accuracy
+# falls with them.
+#
+# Augmentation is subtler: brightness jitter and shifts *widen* the ranges, so little or nothing
+# saturates, and the cost is resolution: coarser steps for every value. In this table that is the
+# whole effect, on every CPU, because the production variant's kernels cannot saturate
+# (`cl.u8s8_can_saturate()` chose `reduce_range` exactly where they could). With full-range
+# weights on an x86 CPU without VNNI, U8S8's 16-bit pair sums can saturate (section 3); there,
+# wider ranges mean smaller integer activations and fewer saturated sums, which can even *raise*
+# agreement: an accident of the kernel, not a calibration method (lesson 05 explains). With VNNI
+# the products go straight into 32-bit sums, and a wider range costs resolution only. The line
+# below says what augmented calibration did to agreement in this run.
+#
+# The only defence is to calibrate through the production code path, then verify on held-out data
+# (lesson 04).
 
 # %%
-trap = {r["calibration preprocessing"]: r for r in rows}
-worst = min(trap, key=lambda k: float(trap[k]["accuracy"].rstrip("%")))
-bad, aug, ok = trap[worst], trap["augmented"], trap["preprocess"]
-print(
-    f"Worst: {worst}, {bad['accuracy']}, with {bad['input pixels saturated']} of the input pixels saturated."
-)
-print(f"Augmented: {aug['Δ points']} points, agreement {aug['agreement']} (production: {ok['agreement']}).")
+on_augmented = evaluated[f"{PRODUCTION}, calibrated on augmented"]["parity"].agreement
+on_production = evaluated[f"{PRODUCTION}, calibrated on preprocess"]["parity"].agreement
+change = "lowered" if on_augmented < on_production else "raised" if on_augmented > on_production else "kept"
+print(f"Augmented calibration {change} agreement: {on_augmented:.2%} against {on_production:.2%} here.")
 
 # %% [markdown]
 # **Easy inputs only.** A subtler mistake keeps the preprocessing right and picks the wrong
@@ -640,17 +673,13 @@ easy_path, easy_s = static(
 )
 evaluate(f"{PRODUCTION}, calibrated on the easiest images", easy_path, easy_s, timed=False)
 easy_rows = []
-for label, name, path in (
-    (
-        "first 200 (production)",
-        f"{PRODUCTION}, calibrated on preprocess",
-        evaluated[f"{PRODUCTION}, calibrated on preprocess"]["path"],
-    ),
-    ("200 easiest", f"{PRODUCTION}, calibrated on the easiest images", easy_path),
+for label, name in (
+    ("first 200 (production)", f"{PRODUCTION}, calibrated on preprocess"),
+    ("200 easiest", f"{PRODUCTION}, calibrated on the easiest images"),
 ):
-    row = evaluated[name]["row"]
-    easy_rows.append({"calibration images": label, "values saturated (all tensors)": f"{saturated(path)[1]:.3%}",
-                      "accuracy": row["accuracy"], "agreement": row["agreement"]})  # fmt: skip
+    share = f"{saturated(evaluated[name]['path'])[1]:.3%}"
+    row = {"calibration images": label, "values saturated (all tensors)": share}
+    easy_rows.append({**row, **columns(evaluated[name]["row"], "accuracy", "agreement")})
 display(Markdown(measure.markdown_table(easy_rows)))
 
 # %% [markdown]
@@ -676,7 +705,7 @@ display(
     kernels.side_by_side(
         {
             "QDQ file": kernels.draw(qdq),
-            "what the session runs": kernels.draw(kernels.optimized_graph(qdq)),
+            "what the session runs": kernels.draw(kernels.optimized_graph(qdq, threads=THREADS)),
             "QOperator file": kernels.draw(qop),
         }
     )
@@ -715,19 +744,36 @@ moons = cl.load_moons()
 mlp = cl.ensure_onnx("moons_mlp")
 mlp_dynamic, mlp_static = work / "mlp.dynamic.onnx", work / "mlp.static.onnx"
 quantize_dynamic(mlp, mlp_dynamic, weight_type=QuantType.QInt8)
-quantize_static(mlp, mlp_static, cl.ArrayReader(moons.x_train[:200], mlp, batch_size=50),
-                quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)  # fmt: skip
-mlp_ref = measure.make_session(mlp, 1).run(None, {"input": moons.x_test})[0]
+quantize_static(
+    mlp,
+    mlp_static,
+    cl.ArrayReader(moons.x_train[:200], mlp, batch_size=50),
+    quant_format=QuantFormat.QDQ,
+    activation_type=QuantType.QUInt8,
+    weight_type=QuantType.QInt8,
+)
+
+
+def moon_row(label, path, ms, p):
+    """One row of the table below."""
+    return {
+        "variant": label,
+        "kB": f"{mb(path) * 1e3:.1f}",
+        "ms (500 points)": f"{ms:.3f}",
+        "accuracy": f"{p.candidate_accuracy:.2%}",
+        "max relative drift": f"{p.max_rel_drift:.2%}",
+        "max abs drift": f"{p.max_abs_drift:.4f}",
+    }
+
+
+feed = {"input": moons.x_test}
+mlp_ref = measure.make_session(mlp, 1).run(None, feed)[0]
 moon_rows = []
 for label, path in (("fp32", mlp), ("dynamic int8", mlp_dynamic), ("static QDQ int8", mlp_static)):
-    out = measure.make_session(path, 1).run(None, {"input": moons.x_test})[0]
-    p = measure.parity(mlp_ref, out, moons.y_test)
-    ms = measure.measure_latency(path, {"input": moons.x_test}, threads=1, warmup=20, runs=300).median_ms
-    moon_rows.append({"variant": label, "kB": f"{mb(path) * 1e3:.1f}", "ms (500 points)": f"{ms:.3f}",
-                      "accuracy": f"{p.candidate_accuracy:.2%}", "max relative drift": f"{p.max_rel_drift:.2%}",
-                      "max abs drift": f"{p.max_abs_drift:.4f}"})  # fmt: skip
-    results.append({"model": "two-moons MLP", "variant": label, "MB": f"{mb(path):.3f}", "speed": f"{ms:.3f} ms",
-                    "accuracy": f"{p.candidate_accuracy:.2%}", "agreement": f"{p.agreement:.2%}"})  # fmt: skip
+    p = measure.parity(mlp_ref, measure.make_session(path, 1).run(None, feed)[0], moons.y_test)
+    ms = measure.measure_latency(path, feed, threads=1, warmup=20, runs=300).median_ms
+    moon_rows.append(moon_row(label, path, ms, p))
+    results.append(result_row("two-moons MLP", label, f"{mb(path):.3f}", f"{ms:.3f} ms", p))
 display(Markdown(measure.markdown_table(moon_rows)))
 
 # %% [markdown]
@@ -762,27 +808,21 @@ display(Markdown(measure.markdown_table(moon_rows)))
 resnet_dynamic = work / "resnet18.dynamic.onnx"
 quantize_dynamic(pre, resnet_dynamic, weight_type=QuantType.QUInt8)
 evaluate("dynamic (QUInt8)", resnet_dynamic)
-decision = [
-    {"": "data needed", "dynamic": "none", "static (QDQ)": f"{len(reader):,} calibration images"},
-    *(
-        {
-            "": label,
-            "dynamic": evaluated["dynamic (QUInt8)"]["row"][key],
-            "static (QDQ)": evaluated[PRODUCTION]["row"][key],
-        }
-        for label, key in (
-            ("accuracy", "accuracy"),
-            ("agreement with fp32", "agreement"),
-            ("speed at batch 64", "speed b64"),
-        )
-    ),
-]
+dynamic, static_qdq = evaluated["dynamic (QUInt8)"], evaluated[PRODUCTION]
+decision = [{"": "data needed", "dynamic": "none", "static (QDQ)": f"{len(reader):,} calibration images"}]
+compared = {"accuracy": "accuracy", "agreement with fp32": "agreement", "speed at batch 64": "speed b64"}
+for label, key in compared.items():
+    decision.append({"": label, "dynamic": dynamic["row"][key], "static (QDQ)": static_qdq["row"][key]})
 display(Markdown(measure.markdown_table(decision)))
-dynamic_speed, static_speed = evaluated["dynamic (QUInt8)"]["speedup"], evaluated[PRODUCTION]["speedup"]
-print(
-    f"Static {'faster' if static_speed > dynamic_speed else 'not faster'} than dynamic here: "
-    f"{static_speed:.2f}x against {dynamic_speed:.2f}x fp32's speed."
-)
+
+dyn, sta = dynamic["latency"], static_qdq["latency"]  # each against fp32, with its 90% interval
+if sta.speedup_low > dyn.speedup_high:
+    verdict = "faster than"
+elif sta.speedup_high < dyn.speedup_low:
+    verdict = "slower than"
+else:
+    verdict = "neither clearly faster nor slower than"
+print(f"Static is {verdict} dynamic here: {sta.speedup:.2f}x against {dyn.speedup:.2f}x fp32's speed.")
 
 # %% [markdown]
 # **What to notice.** Dynamic quantization needed no data and no reader; what it costs a
@@ -799,10 +839,26 @@ print(
 
 # %%
 for name, v in evaluated.items():
-    results.append({"model": "ResNet18", "variant": name, "MB": v["row"]["MB"],
-                    "speed": f"{v['speedup']:.2f}x" if v["speedup"] else "", "accuracy": v["row"]["accuracy"],
-                    "agreement": v["row"]["agreement"]})  # fmt: skip
+    speed = f"{v['speedup']:.2f}x" if v["speedup"] else ""
+    results.append(result_row("ResNet18", name, v["row"]["MB"], speed, v["parity"]))
 display(Markdown(measure.markdown_table(results)))
+
+# %% [markdown]
+# **Bookkeeping.** Save this lesson's ResNet18 figures for `python -m course_lib report`, one
+# entry per variant (the report reads the production variant's speed and size):
+
+# %%
+for name, v in evaluated.items():
+    metrics = {
+        "accuracy": v["parity"].candidate_accuracy,
+        "fp32_accuracy": v["parity"].reference_accuracy,
+        "agreement": v["parity"].agreement,
+        "size_ratio": mb(v["path"]) / mb(pre),
+        "speedup_b64": v["speedup"],
+        "calibration_s": v["calibration_s"],
+    }
+    measure.record("03", "fashion_resnet18", name, metrics, options=v["options"], path=v["path"])
+print(f"{len(evaluated)} variants recorded in {measure.results_path()}")
 
 # %% [markdown]
 # ## Summary
