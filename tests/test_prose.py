@@ -1,9 +1,12 @@
 """No measured-looking number typed into a lesson's prose: every figure with a unit (%, x, ms, MB,
-GB, s, dB, points, images/s, minutes) in a markdown cell, or in the literal text of a computed
+GB, s, dB, points, images/s, minutes) or a count (bytes, nodes, ops, times, images, layers, tokens,
+runs, …) in a markdown cell, or in the literal text of a computed
 `Markdown(...)` sentence, is either computed in the run or listed below as a quote, a definition
 or a setting of the lesson, with the reason it may stand as typed.
 
 Code spans, formulas ($…$), link targets and quote lines ("> **Quote** …") are not prose claims.
+Bare numbers are not checked: in the lessons they are section and lesson numbers, bit widths, the
+formulas' constants (255, 127, 32,767) and ranges such as [0, 1].
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ SOURCES = sorted((ROOT / "notebooks" / "src").glob("*.py"))
 UNIT = re.compile(
     r"(?<![\w.])\d[\d,]*(?:\.\d+)?"
     r"(?:[–-]\d[\d,]*(?:\.\d+)?)?"
-    r"\s?(?:%|x\b|ms\b|MB\b|GB\b|kB\b|s\b|dB\b|points?\b|images/s\b|minutes?\b|min\b|seconds?\b)"
+    r"\s?(?:%|x\b|ms\b|MB\b|GB\b|kB\b|s\b|dB\b|points?\b|images/s\b|minutes?\b|min\b|seconds?\b"
+    # counts, the other kind of figure a run produces ("21 nodes", "3 times", "535,191 bytes")
+    r"|bytes?\b|nodes?\b|ops?\b|times\b|-fold\b|weights\b|images\b|layers?\b|tokens?\b|sentences?\b"
+    r"|runs?\b|bins?\b|samples?\b|classes\b|channels?\b|scales?\b)"
 )
 # (lesson, figure as written) -> why it may be typed rather than computed.
 ALLOWED = {
@@ -42,6 +48,21 @@ ALLOWED = {
     ("04", "0.3 points"): "the deployment target the lesson sets",
     ("04", "99.5 %"): "the deployment target the lesson sets",
     ("04", "1.5x"): "the deployment target the lesson sets",
+    ("00", "10 classes"): "Fashion-MNIST's classes, a fact of the dataset",
+    ("01", "16 times"): "int4 has 2**4 codes, int8 2**8: arithmetic",
+    ("01", "16 bytes"): "32 packed 4-bit values, ggml's Q4_0 block as its source defines it",
+    ("02", "128 tokens"): "the sequence length, a setting (text_encoder.encode)",
+    ("03", "1,000 images"): "the calibration pool's size, a setting (data.split_indices)",
+    ("03", "10,000 images"): "Fashion-MNIST's test set, a fact of the dataset",
+    ("03", "500 images"): "the largest calibration set the lesson tries, a setting",
+    ("03", "2,048 bins"): "the histogram size the lesson sets (TensorRT's number)",
+    ("03", "128 bins"): "ONNX Runtime's default, read from its source",
+    ("04", "10 images"): "the weak-calibration variant's set, a setting the lesson plants",
+    ("04", "500 images"): "the validation split's size, a setting (data.split_indices)",
+    ("04", "100 images"): "the debugger's sample, a setting",
+    ("04", "40 runs"): "the timing's run count, a setting",
+    ("04", "500 samples"): "seed 004's advice, quoted with its source",
+    ("05", "256 tokens"): "the longest sequence the lesson times, a setting",
 }
 
 
@@ -103,7 +124,7 @@ def test_the_allow_list_has_no_stale_entries():
 
 
 def test_the_figure_pattern_catches_what_it_should():
-    text = "INT8 ran 1.8x faster, 12.5 ms, 45 → 12 MB, 0.2 points, 2–4x, 98.5 %, 300 images/s"
+    text = "INT8 ran 1.8x faster, 12.5 ms, 45 → 12 MB, 0.2 points, 2–4x, 98.5 %, 300 images/s, 21 nodes"
     assert [m.group() for m in UNIT.finditer(_prose(text))] == [
         "1.8x",
         "12.5 ms",
@@ -112,6 +133,7 @@ def test_the_figure_pattern_catches_what_it_should():
         "2–4x",
         "98.5 %",
         "300 images/s",
+        "21 nodes",
     ]
     assert [
         m.group() for m in UNIT.finditer(_prose("`0.5 points` $2x$ > **Quote**: 3x\nint8, 2 × 255"))
