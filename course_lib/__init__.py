@@ -6,10 +6,14 @@ can keep the quantization calls themselves in plain sight. One module per idea:
     data      Fashion-MNIST (sources, checksums, one preprocessing, splits) and two moons
     models    the demo models: build, train, cache (atomic, verified), export to ONNX
     calibration  CalibrationDataReaders that check what they feed (ArrayReader, DatasetReader)
-    measure   size and graph facts, latency, peak memory, parity, the results store
+    measure   model facts, sessions and logits, latency, peak memory, parity, the results store
+              (a package: one module for each)
     hardware  the CPU features that matter for INT8, ONNX Runtime's providers
     kernels   what ONNX Runtime really runs: the optimized graph, its kernels, a profile, drawings
-    explorers ipywidgets explorers (imported by notebooks, never by the modules above)
+    files     a file's SHA-256, writes that never leave half a file (imports no torch)
+    versions  the installed versions of Python and the course's libraries (imports no torch)
+    explorers the lessons' interactive explorers: plain computations and their ipywidgets
+              (imported by notebooks, never by the modules above)
 """
 
 import importlib
@@ -22,7 +26,7 @@ _MODULES = (
     "calibration",
     "checks",
     "data",
-    "explore",
+    "explorers",
     "hardware",
     "kernels",
     "measure",
@@ -83,7 +87,7 @@ __all__ = [
     "affine",
     "calibration",
     "checks",
-    "explore",
+    "explorers",
     "kernels",
     "measure",
     "text_encoder",

@@ -10,8 +10,9 @@ Read in this order:
     1. integer ranges       qrange
     2. choosing s and z     scale_zero_point
     3. the encoding itself  round_half_to_even, quantize, dequantize, fake_quantize
-    4. what it costs        representable_range, clipped_mask, quantization_error
-    5. granularity          block_scale_zero_point, quantize_blockwise, granularity_error
+    4. what it costs        representable_range, clipping_range, clipped_mask, quantization_error
+    5. granularity          block_scale_zero_point, quantize_blockwise
+                            (course_lib.explorers.granularity_study compares the three on one weight)
     6. int4 storage         pack_int4, unpack_int4
     7. integer arithmetic   integer_matmul
 
@@ -299,10 +300,11 @@ def fake_quantize(
 def representable_range(
     scale: ArrayLike, zero_point: ArrayLike, dtype: str = "uint8"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The real interval [dequantize(qmin), dequantize(qmax)]: values outside it get clipped.
+    """The end levels [dequantize(qmin), dequantize(qmax)]: every code decodes to a value in here.
 
-    Inside it the error is at most scale / 2 (rounding); outside it grows without bound (saturation).
-    Per-channel scale and zero point give one interval per channel.
+    Inside it the error is at most scale / 2 (rounding). Half a step beyond each end a value still
+    rounds to the end level; further out it is clipped (see clipping_range) and the error grows
+    without bound. Per-channel scale and zero point give one interval per channel.
     """
     qmin, qmax = qrange(dtype)
     scale = np.asarray(scale, dtype=np.float32)
@@ -313,17 +315,45 @@ def representable_range(
     return lo[()], hi[()]
 
 
+def clipping_range(
+    scale: ArrayLike,
+    zero_point: ArrayLike,
+    dtype: str = "uint8",
+    codes: tuple[int, int] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The real values quantize stores without clipping: [(qmin - z - 1/2)·s, (qmax - z + 1/2)·s].
+
+    What "clipped" means throughout the course: outside this range, more than half a step beyond
+    the end levels. Up to half a step beyond, a value still rounds to the end level with a rounding
+    error (at most s/2); further out, QuantizeLinear saturates its code to qmin or qmax and the
+    error grows with the distance. The half step matters where a range's end is crowded: the zero
+    point is rounded to an integer, so a calibrated minimum (an image's background, most of its
+    pixels) may lie a fraction of a step beyond the end level, and it is not clipped. A value
+    exactly on an end (a tie, error s/2 either way) may fall on either side by float rounding.
+
+    codes: (qmin, qmax) for integers that `dtype` does not name (e.g. 3-bit codes); dtype is then
+        not used. Computed in float64, where (q - z ± 1/2)·s is exact for a float32 scale.
+    """
+    qmin, qmax = qrange(dtype) if codes is None else codes
+    scale = np.asarray(scale, dtype=np.float32)
+    _check_scale(scale)
+    zero_point = np.asarray(zero_point).astype(np.float64)
+    low = (qmin - zero_point - 0.5) * scale.astype(np.float64)
+    high = (qmax - zero_point + 0.5) * scale.astype(np.float64)
+    return low[()], high[()]
+
+
 def clipped_mask(
     x: ArrayLike, scale: ArrayLike, zero_point: ArrayLike, dtype: str = "uint8", axis: int | None = None
 ) -> np.ndarray:
-    """True where x lies outside the representable range, i.e. where quantize saturates."""
+    """True where x is clipped: outside clipping_range, where saturation, not rounding, sets the error."""
     x = np.asarray(x, dtype=np.float32)
     axis = _normalize_axis(axis, x.ndim)
     length = None if axis is None else x.shape[axis]
-    lo, hi = representable_range(scale, zero_point, dtype)
-    lo = _per_axis(lo, "scale", x.ndim, axis, length)
-    hi = _per_axis(hi, "scale", x.ndim, axis, length)
-    return (x < lo) | (x > hi)
+    low, high = clipping_range(scale, zero_point, dtype)
+    low = _per_axis(low, "scale", x.ndim, axis, length)
+    high = _per_axis(high, "scale", x.ndim, axis, length)
+    return (x < low) | (x > high)
 
 
 @dataclass(frozen=True)
@@ -416,41 +446,6 @@ def quantize_blockwise(
     x_hat = x_hat.reshape(*x_hat.shape[:-2], -1)[..., :n]  # drop the padding
     stores_zero_point = not (symmetric and is_signed(dtype))
     return np.moveaxis(x_hat, -1, axis), int(scale.size * (2 if stores_zero_point else 1))
-
-
-def granularity_error(
-    w: ArrayLike,
-    mode: str,
-    dtype: str = "int8",
-    symmetric: bool = True,
-    axis: int = 0,
-    block_size: int | None = None,
-) -> tuple[QuantizationError, int]:
-    """The error of quantizing w with one scale per tensor, per channel or per block, and the metadata.
-
-    mode: "per-tensor"; "per-channel" (one scale per slice along `axis`, e.g. axis=0, the output
-        channels of a Conv weight); "block" (blocks of `block_size` consecutive values along `axis`).
-    Returns (quantization_error(w, x̂), number of scale/zero-point values stored).
-    """
-    w = np.asarray(w, dtype=np.float32)
-    modes = ("per-tensor", "per-channel", "block")
-    if mode not in modes:
-        raise ValueError(f"mode must be one of {modes}; got {mode!r}.")
-    if mode == "block":
-        if block_size is None:
-            raise ValueError("mode='block' needs a block size: pass block_size=32 (or 64, 128, ...).")
-        x_hat, n_params = quantize_blockwise(w, block_size, dtype, symmetric, axis)
-        return quantization_error(w, x_hat), n_params
-    if mode == "per-tensor":
-        scale, zero_point = scale_zero_point(w.min(), w.max(), dtype, symmetric)
-        x_hat = fake_quantize(w, scale, zero_point, dtype)
-    else:
-        axis = _normalize_axis(axis, w.ndim)
-        others = tuple(i for i in range(w.ndim) if i != axis)
-        scale, zero_point = scale_zero_point(w.min(axis=others), w.max(axis=others), dtype, symmetric)
-        x_hat = fake_quantize(w, scale, zero_point, dtype, axis)
-    n_scales = np.asarray(scale).size
-    return quantization_error(w, x_hat), n_scales * (1 if symmetric and is_signed(dtype) else 2)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import quant_utils
 
-from course_lib import affine
+from course_lib import affine, explorers
 
 ONNX_TYPE = {
     "int8": TensorProto.INT8,
@@ -332,6 +332,35 @@ def test_quantization_error_numbers():
     assert affine.quantization_error(x, x).percent_clipped is None
 
 
+@pytest.mark.parametrize(
+    ("dtype", "scale", "zero_point"), [("uint8", 0.02, 37), ("int8", 0.1, 0), ("int8", 0.05, -3)]
+)
+def test_clipped_means_onnxruntime_saturates_the_code(dtype, scale, zero_point):
+    """Half a step past an end level a value still rounds to it (a rounding error, not clipped);
+    only further out does QuantizeLinear's saturation change the code, and the error exceed s/2."""
+    lo, hi = affine.representable_range(scale, zero_point, dtype)
+    low, high = affine.clipping_range(scale, zero_point, dtype)
+    assert low == pytest.approx(lo - scale / 2) and high == pytest.approx(hi + scale / 2)
+    x = np.linspace(low - 3 * scale, high + 3 * scale, 100_001, dtype=np.float32)
+    x = x[(np.abs(x - low) > 1e-4 * scale) & (np.abs(x - high) > 1e-4 * scale)]  # no ties on the ends
+    q = ort_quantize(x, scale, np.asarray(zero_point, affine.storage_dtype(dtype)), dtype, None, 13)
+    before_saturation = np.rint(x / np.float32(scale)) + zero_point
+    qmin, qmax = affine.qrange(dtype)
+    clipped = affine.clipped_mask(x, scale, zero_point, dtype)
+    assert np.array_equal(clipped, (before_saturation < qmin) | (before_saturation > qmax))
+    assert np.array_equal(q[clipped], np.where(x[clipped] > 0, qmax, qmin))
+    error = np.abs(affine.dequantize(q, scale, zero_point) - x)
+    assert error[~clipped].max() <= scale / 2 * (1 + 1e-4) < error[clipped].min()
+    # other integers than dtype's, and one range per channel
+    assert affine.clipping_range(scale, zero_point, codes=(-4, 3)) == pytest.approx(
+        ((-4 - zero_point - 0.5) * scale, (3 - zero_point + 0.5) * scale)
+    )
+    per_channel = affine.clipped_mask(
+        np.float32([[high + scale], [high]]), [scale, 2 * scale], [zero_point] * 2, dtype, axis=0
+    )
+    assert per_channel.ravel().tolist() == [True, False]
+
+
 def test_each_bit_adds_about_six_db():
     x = np.random.default_rng(1).uniform(-1, 1, 200_000).astype(np.float32)
     sqnr = {}
@@ -389,9 +418,10 @@ def test_granularity_trades_error_for_metadata():
     rng = np.random.default_rng(11)
     channel_size = np.logspace(-2, 0, 32).astype(np.float32)[:, None]  # channels of very different size
     w = rng.standard_normal((32, 256)).astype(np.float32) * channel_size
-    per_tensor, n_tensor = affine.granularity_error(w, "per-tensor")
-    per_channel, n_channel = affine.granularity_error(w, "per-channel", axis=0)
-    block, n_block = affine.granularity_error(w, "block", axis=1, block_size=32)
+    studies = [explorers.granularity_study(w, g, 32) for g in ("per-tensor", "per-channel", "block-wise")]
+    (per_tensor, n_tensor), (per_channel, n_channel), (block, n_block) = (
+        (st.error, st.n_scales + st.n_zero_points) for st in studies
+    )
     assert (n_tensor, n_channel, n_block) == (1, 32, 32 * 8)
     assert per_channel.mse < per_tensor.mse / 4
     assert per_channel.sqnr_db > per_tensor.sqnr_db + 6  # worth more than one extra bit

@@ -92,7 +92,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
 import course_lib as cl
-from course_lib import affine, explore
+from course_lib import affine, explorers
 
 rng = np.random.default_rng(0)
 lesson_start = time.perf_counter()
@@ -365,8 +365,8 @@ for top in (1.0, 100.0):
 
 # %%
 trained = cl.load_model("fashion_resnet18", train=False)
-weights = explore.weight_tensors(trained.module.state_dict())
-ratios = {layer: explore.outlier_ratio(w) for layer, w in weights.items()}
+weights = explorers.weight_tensors(trained.module.state_dict())
+ratios = {layer: explorers.outlier_ratio(w) for layer, w in weights.items()}
 print(f"{len(weights)} weight tensors, {sum(w.size for w in weights.values()):,} weights")
 for layer in sorted(ratios, key=ratios.get, reverse=True)[:4]:
     print(f"  {layer:<30} {str(weights[layer].shape):<18} max|w| / 99.9th percentile = {ratios[layer]:.2f}")
@@ -436,7 +436,7 @@ print(
 
 # %%
 percentiles = [90, 95, 98, 99, 99.5, 99.8, 99.9, 99.95, 99.98, 99.99, 99.995, 99.999, 100]
-sweep = {bits: explore.clipping_sweep(w.ravel(), percentiles, bits=bits) for bits in (8, 4)}
+sweep = {bits: explorers.clipping_sweep(w.ravel(), percentiles, bits=bits) for bits in (8, 4)}
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.5))
 for ax, (bits, mse) in zip(axes, sweep.items(), strict=True):
     best = int(np.argmin(mse))
@@ -474,7 +474,7 @@ print(f"lowest MSE: int8 keeps {best8}% of the weights in range, int4 keeps {bes
 # %%
 choices = [("per-tensor", None), ("per-channel", None), ("block-wise", 128), ("block-wise", 32)]
 studies = {
-    f"{g}" + (f" {b}" if b else ""): explore.granularity_study(w, g, b or 32, "int8") for g, b in choices
+    f"{g}" + (f" {b}" if b else ""): explorers.granularity_study(w, g, b or 32, "int8") for g, b in choices
 }
 rows = [
     "| granularity | scales | zero points | metadata bytes | % of int8 payload | SQNR (dB) | MSE |",
@@ -523,7 +523,7 @@ print(
 
 # %%
 layer_sqnr = {
-    g: [explore.granularity_study(wl, g, 32, "int8").error.sqnr_db for wl in weights.values()]
+    g: [explorers.granularity_study(wl, g, 32, "int8").error.sqnr_db for wl in weights.values()]
     for g in ("per-tensor", "per-channel", "block-wise")
 }
 fig, ax = plt.subplots(figsize=(11, 3.8))
@@ -717,10 +717,12 @@ print(f"largest error: {np.abs(out_hat - reference).max() / out_scale:.1f} outpu
 # set the range to *percentile* 99.9. Drop to 4 bits and compare asymmetric with symmetric on
 # *ReLU activations*, signed and unsigned.
 #
-# Two details you will meet. With *min/max*, a value or two may still count as clipped: rounding the
-# zero point shifts the grid by up to half a step, so an extreme can sit just past the last level,
-# with an error still under `s/2` (section 3 met this with +3.0). And signed symmetric grids show
-# one level more than their narrow range: the reserved code, which values below −m can still reach.
+# Two details you will meet. With *min/max*, an extreme can sit just past the last level: rounding
+# the zero point shifts the grid by up to half a step (section 3 met this with +3.0). It is not
+# clipped: within half a step of the last level it still rounds there, with an error of at most
+# `s/2`, so the red regions begin half a step beyond the last level (a value exactly half a step out
+# is a tie and may count either way). And signed symmetric grids show one level more than their
+# narrow range: the reserved code, which values below −m can still reach.
 
 # %%
 from course_lib.explorers import granularity_explorer, quantization_error_explorer

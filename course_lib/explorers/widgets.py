@@ -1,6 +1,14 @@
-"""ipywidgets explorers: thin shells that bind controls to plain, tested functions and draw.
+"""The explorers' widgets: each binds ipywidgets controls to the plain, tested functions of its
+sibling modules and draws what they return, as ipywidgets' `interactive` model has it.
 
-Nothing in course_lib imports this module; notebooks do.
+    sample_browser                 lesson 00   computes with pages.sample_page
+    quantization_error_explorer    lesson 01   quantization_error.sample_values, error_study, error_curve
+    granularity_explorer           lesson 01   granularity.weight_tensors, granularity_study
+    calibration_explorer           lesson 03   ranges.clipped_shares, describe_ranges
+    disagreement_browser           lesson 04   pages.disagreement_page
+
+Each shows and returns its box (controls, a status line, the plot output); the CSS class on a box
+is what the browser test finds it by. ipywidgets and matplotlib are imported only when a widget is made.
 """
 
 from __future__ import annotations
@@ -9,7 +17,18 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import data as _data
+from .. import data
+from .granularity import GRANULARITIES, granularity_study, weight_tensors
+from .pages import DISAGREEMENT_ORDERS, disagreement_page, sample_page
+from .quantization_error import (
+    DISTRIBUTIONS,
+    RANGE_METHODS,
+    error_curve,
+    error_study,
+    sample_values,
+    thin_levels,
+)
+from .ranges import clipped_shares, describe_ranges
 
 Predictor = Callable[[np.ndarray], np.ndarray]  # uint8 images (N, 28, 28) -> predicted class ids
 
@@ -29,17 +48,6 @@ def _panel(rows: list, status, out, css_class: str = ""):
     return box
 
 
-def sample_page(split: str = "test", class_id: int | None = None, page: int = 0, per_page: int = 24):
-    """One page of a split's images, optionally of one class: (images, labels, indices, n_matching)."""
-    images, labels = _data.load_split(split)
-    indices = np.arange(len(labels)) if class_id is None else np.flatnonzero(labels == class_id)
-    n = len(indices)
-    pages = max(1, -(-n // per_page))
-    page = int(np.clip(page, 0, pages - 1))
-    chosen = indices[page * per_page : (page + 1) * per_page]
-    return images[chosen], labels[chosen], chosen, n
-
-
 def plot_samples(images, labels, indices, predictions=None, columns: int = 8, title: str = ""):
     """A grid of images titled with their label (and prediction, red when wrong)."""
     import matplotlib.pyplot as plt
@@ -51,10 +59,10 @@ def plot_samples(images, labels, indices, predictions=None, columns: int = 8, ti
     for k, (img, label, idx) in enumerate(zip(images, labels, indices, strict=True)):
         ax = axes.flat[k]
         ax.imshow(img, cmap="gray_r", vmin=0, vmax=255)
-        text, color = f"#{idx}\n{_data.CLASS_NAMES[label]}", "black"
+        text, color = f"#{idx}\n{data.CLASS_NAMES[label]}", "black"
         if predictions is not None:
             pred = int(predictions[k])
-            text = f"#{idx} {_data.CLASS_NAMES[label]}\n→ {_data.CLASS_NAMES[pred]}"
+            text = f"#{idx} {data.CLASS_NAMES[label]}\n→ {data.CLASS_NAMES[pred]}"
             color = "black" if pred == label else "crimson"
         ax.set_title(text, fontsize=7, color=color)
     if title:
@@ -75,7 +83,7 @@ def sample_browser(predict: Predictor | None = None, per_page: int = 24):
         options=["test", "validation", "calibration", "train"], value="test", description="split"
     )
     cls = widgets.Dropdown(
-        options=[("all classes", -1)] + [(name, i) for i, name in enumerate(_data.CLASS_NAMES)],
+        options=[("all classes", -1)] + [(name, i) for i, name in enumerate(data.CLASS_NAMES)],
         value=-1,
         description="class",
     )
@@ -90,7 +98,7 @@ def sample_browser(predict: Predictor | None = None, per_page: int = 24):
         class_id = None if class_id < 0 else class_id
         images, labels, indices, n = sample_page(split_name, class_id, page_no, per_page)
         preds = predict(images) if predict is not None else None
-        what = "all classes" if class_id is None else _data.CLASS_NAMES[class_id]
+        what = "all classes" if class_id is None else data.CLASS_NAMES[class_id]
         line = f"{split_name}: {what}, images {page_no * per_page + 1}–{page_no * per_page + len(images)} of {n:,}"
         if preds is not None:
             wrong = int((preds != labels).sum())
@@ -107,7 +115,7 @@ def sample_browser(predict: Predictor | None = None, per_page: int = 24):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Lesson 01: the quantization error explorer and the granularity explorer (compute in course_lib.explore)
+# Lesson 01: the quantization error explorer and the granularity explorer
 # ---------------------------------------------------------------------------------------------------
 
 
@@ -116,20 +124,18 @@ def plot_error_study(study, title: str = ""):
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    from . import explore
-
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6), sharex=True, height_ratios=[3, 2])
-    grid, err = explore.error_curve(study)
+    grid, err = error_curve(study)
     left, right = float(grid[0]), float(grid[-1])
     pad = 0.02 * (right - left)
     top.hist(study.x, bins=200, range=(left, right), color="steelblue", log=True)
-    shown, every = explore.thin_levels(study.levels)
+    shown, every = thin_levels(study.levels)
     label = "representable levels" + (f" (every {every}th shown)" if every > 1 else "")
     for k, level in enumerate(shown):
         top.axvline(level, color="darkorange", lw=0.6, alpha=0.7, label=label if k == 0 else None)
     for ax in (top, bottom):
-        ax.axvspan(left - pad, study.lo, color="crimson", alpha=0.12)
-        ax.axvspan(study.hi, right + pad, color="crimson", alpha=0.12)
+        ax.axvspan(left - pad, study.clip_low, color="crimson", alpha=0.12)
+        ax.axvspan(study.clip_high, right + pad, color="crimson", alpha=0.12)
         ax.set_xlim(left - pad, right + pad)
     handles, _ = top.get_legend_handles_labels()
     handles.append(Patch(color="crimson", alpha=0.12, label="clipped region"))
@@ -157,10 +163,8 @@ def quantization_error_explorer(
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
 
-    from . import explore
-
     slider = {"continuous_update": False, "style": {"description_width": "initial"}}
-    options = [d for d in explore.DISTRIBUTIONS if weights is not None or d != "ResNet weights"]
+    options = [d for d in DISTRIBUTIONS if weights is not None or d != "ResNet weights"]
     distribution = widgets.Dropdown(options=options, value=options[0], description="data")
     outliers = widgets.IntSlider(value=0, min=0, max=50, description="outliers", **slider)
     magnitude = widgets.FloatSlider(value=10, min=2, max=50, step=1, description="outlier size (σ)", **slider)
@@ -171,7 +175,7 @@ def quantization_error_explorer(
     symmetric = widgets.Dropdown(
         options=[("asymmetric", False), ("symmetric", True)], value=False, description="scheme"
     )
-    method = widgets.Dropdown(options=list(explore.RANGE_METHODS), value="min/max", description="range")
+    method = widgets.Dropdown(options=list(RANGE_METHODS), value="min/max", description="range")
     percentile = widgets.FloatSlider(
         value=99.9, min=95, max=100, step=0.01, description="percentile", readout_format=".2f", **slider
     )
@@ -180,9 +184,9 @@ def quantization_error_explorer(
     status = widgets.HTML()
 
     def draw(distribution, outliers, magnitude, bits, signed, symmetric, method, percentile, low, high):
-        x = explore.sample_values(distribution, n, outliers, magnitude, seed, weights)
+        x = sample_values(distribution, n, outliers, magnitude, seed, weights)
         try:
-            study = explore.error_study(x, bits, signed, symmetric, method, percentile, low, high)
+            study = error_study(x, bits, signed, symmetric, method, percentile, low, high)
         except ValueError as exc:
             status.value = f"<b style='color:crimson'>{exc}</b>"
             return
@@ -240,14 +244,12 @@ def granularity_explorer(weights, layer: str | None = None):
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
 
-    from . import explore
-
-    tensors = explore.weight_tensors(weights)
+    tensors = weight_tensors(weights)
     if layer is not None and layer not in tensors:
         raise ValueError(f"layer {layer!r} is not one of the weights offered: {', '.join(tensors)}.")
     layer = widgets.Dropdown(options=list(tensors), value=layer or next(iter(tensors)), description="layer")
     granularity = widgets.Dropdown(
-        options=list(explore.GRANULARITIES), value="per-channel", description="granularity"
+        options=list(GRANULARITIES), value="per-channel", description="granularity"
     )
     block = widgets.SelectionSlider(
         options=[8, 16, 32, 64, 128, 256], value=32, description="block size", continuous_update=False
@@ -257,8 +259,8 @@ def granularity_explorer(weights, layer: str | None = None):
 
     def draw(layer, granularity, block, dtype):
         w = tensors[layer]
-        study = explore.granularity_study(w, granularity, block, dtype)
-        reference = explore.granularity_study(w, "per-tensor", block, dtype)
+        study = granularity_study(w, granularity, block, dtype)
+        reference = granularity_study(w, "per-tensor", block, dtype)
         status.value = (
             f"<b>{study.describe(layer, w.shape)}</b> (per-tensor: {reference.error.sqnr_db:.1f} dB)"
         )
@@ -274,31 +276,17 @@ def granularity_explorer(weights, layer: str | None = None):
 METHOD_COLORS = {"MinMax": "tab:blue", "Entropy": "tab:orange", "Percentile": "tab:green"}
 
 
-def describe_ranges(name: str, values: np.ndarray, ranges: dict[str, tuple[float, float]]) -> str:
-    """One line per method: its range and the share of `values` it would clip."""
-    from .calibration import clipped_fraction
-
-    parts = [
-        f"{method} [{low:.3g}, {high:.3g}] clips {clipped_fraction(values, low, high):.3%}"
-        for method, (low, high) in ranges.items()
-    ]
-    return f"<b>{name}</b>: {values.size:,} values in [{values.min():.3g}, {values.max():.3g}]; " + "; ".join(
-        parts
-    )
-
-
 def plot_ranges(name: str, values: np.ndarray, ranges: dict[str, tuple[float, float]], log: bool = True):
     """The tensor's histogram with each method's range drawn as a pair of vertical lines."""
     import matplotlib.pyplot as plt
 
-    from .calibration import clipped_fraction
-
     v = np.asarray(values).ravel()
+    shares = clipped_shares(v, ranges)
     fig, ax = plt.subplots(figsize=(9, 3.4))
     ax.hist(v, bins=200, color="0.55", log=log)
     for k, (method, (low, high)) in enumerate(ranges.items()):
         color = METHOD_COLORS.get(method, f"C{k + 3}")
-        label = f"{method}: [{low:.3g}, {high:.3g}], clips {clipped_fraction(v, low, high):.2%}"
+        label = f"{method}: [{low:.3g}, {high:.3g}], clips {shares[method]:.2%}"
         ax.axvline(low, color=color, linestyle=("-", "--", ":")[k % 3], label=label)
         ax.axvline(high, color=color, linestyle=("-", "--", ":")[k % 3])
     ax.set_xlabel("activation value")
@@ -345,32 +333,11 @@ def calibration_explorer(
     return _panel([[pick, methods, log]], status, out, "calibration-explorer")
 
 
-def disagreement_page(
-    reference_logits, candidate_logits, order: str = "fp32 margin", page: int = 0, per_page: int = 12
-):
-    """The disagreements between two models' top-1 answers, sorted, one page of them.
-
-    Returns (indices on this page, number of disagreements, number of pages). `order`: "fp32
-    margin" (least sure first), "int8 margin" or "index".
-    """
-    from .measure import margin
-
-    ref, cand = np.asarray(reference_logits), np.asarray(candidate_logits)
-    idx = np.flatnonzero(ref.argmax(1) != cand.argmax(1))
-    keys = {"fp32 margin": margin(ref[idx]), "int8 margin": margin(cand[idx]), "index": idx}
-    if order not in keys:
-        raise ValueError(f"order must be one of {', '.join(keys)}; got {order!r}.")
-    idx = idx[np.argsort(keys[order], kind="stable")]
-    pages = max(1, -(-len(idx) // per_page))
-    page = int(np.clip(page, 0, pages - 1))
-    return idx[page * per_page : (page + 1) * per_page], len(idx), pages
-
-
 def plot_disagreements(images, labels, indices, reference_logits, candidate_logits, columns: int = 6):
     """Each image with its label, fp32's answer and int8's, and how sure each was (margin)."""
     import matplotlib.pyplot as plt
 
-    from .measure import margin
+    from .. import measure
 
     rows = max(1, -(-len(indices) // columns))
     fig, axes = plt.subplots(rows, columns, figsize=(2.1 * columns, 2.45 * rows), squeeze=False)
@@ -381,9 +348,9 @@ def plot_disagreements(images, labels, indices, reference_logits, candidate_logi
         r, c = int(ref.argmax()), int(cand.argmax())
         ax = axes.flat[k]
         ax.imshow(images[i], cmap="gray_r", vmin=0, vmax=255)
-        names = _data.CLASS_NAMES
+        names = data.CLASS_NAMES
         ax.set_title(
-            f"#{i} true: {names[labels[i]]}\nfp32: {names[r]} ({margin(ref):.2f})\nint8: {names[c]} ({margin(cand):.2f})",
+            f"#{i} true: {names[labels[i]]}\nfp32: {names[r]} ({measure.margin(ref):.2f})\nint8: {names[c]} ({measure.margin(cand):.2f})",
             fontsize=7,
             color="black" if c == labels[i] else "crimson",
         )
@@ -404,7 +371,7 @@ def disagreement_browser(images, labels, reference_logits, candidates: dict, per
     if not candidates:
         raise ValueError("Pass at least one variant: candidates={'int8': logits}.")
     variant = widgets.Dropdown(options=list(candidates), description="variant")
-    order = widgets.Dropdown(options=["fp32 margin", "int8 margin", "index"], description="sort by")
+    order = widgets.Dropdown(options=list(DISAGREEMENT_ORDERS), description="sort by")
     page = widgets.IntSlider(value=0, min=0, max=0, description="page", continuous_update=False)
     status = widgets.HTML()
 
