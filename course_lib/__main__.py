@@ -117,13 +117,13 @@ def doctor() -> int:
     """Print the environment report; return 0 if everything the course needs is there, else 1."""
     import platform
 
-    from . import data, hardware, models, release
+    from . import data, hardware, models, release, versions
 
     problems: list[str] = []
     print("Environment")
     print(f"  Python {platform.python_version()} on {platform.system()} {platform.machine()}")
     for dist in DOCTOR_PACKAGES:
-        v = models.package_version(dist, "MISSING")
+        v = versions.package_version(dist, "MISSING")
         print(f"  {dist:<14} {v}")
         if v == "MISSING":
             problems.append(f"install {dist}: pip install -e . (or make run)")

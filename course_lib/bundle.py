@@ -164,7 +164,7 @@ def _model_entries() -> tuple[list[Entry], dict]:
     Only verified cache entries go in, so the unpacked copy never trains or exports anything.
     The results store and lock files live elsewhere and are left out.
     """
-    from . import models, text_encoder
+    from . import files, models, text_encoder
 
     entries: list[Entry] = []
     summary: dict = {}
@@ -176,7 +176,7 @@ def _model_entries() -> tuple[list[Entry], dict]:
         onnx_file, onnx_meta = models.onnx_path(name), meta.get("onnx", {})
         if not onnx_file.is_file():
             raise _not_prepared(name, f"{onnx_file.name} is missing")
-        if onnx_meta.get("sha256") != models.sha256_file(onnx_file):
+        if onnx_meta.get("sha256") != files.sha256_file(onnx_file):
             raise _not_prepared(name, f"{onnx_file.name} does not match its recorded SHA-256")
         if onnx_meta.get("exporter") != models.ONNX_EXPORTER:
             raise _not_prepared(name, f"{onnx_file.name} was made by another exporter")
@@ -251,7 +251,7 @@ def download_wheels(dest: Path, requirements: Sequence[str], pip_args: Sequence[
 
 def _versions(root: Path) -> dict[str, str]:
     names = [re.split(r"[\s<>=!~\[;(]", req, maxsplit=1)[0] for req in project_requirements(root, extras=())]
-    from .models import package_version
+    from .versions import package_version
 
     return {name: package_version(name) for name in ["pip", *names]}
 
@@ -386,7 +386,7 @@ def write_bundle(
     """
     from tqdm.auto import tqdm
 
-    from . import models
+    from . import files, versions
 
     out, root = Path(out).resolve(), Path(root).resolve()
     if out.suffix.lower() != ".zip":
@@ -411,7 +411,7 @@ def write_bundle(
         "format": MANIFEST_FORMAT,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "top_folder": TOP,
-        "course": {"version": models.package_version("onnx-quant-course"), **git_commit(root)},
+        "course": {"version": versions.package_version("onnx-quant-course"), **git_commit(root)},
         "python": platform.python_version(),
         "platform": {
             "system": platform.system(),
@@ -419,7 +419,7 @@ def write_bundle(
             "tag": sysconfig.get_platform(),
         },
         "packages": _versions(root),  # as pip installed them
-        "runtime": models.library_versions(),  # as imported (torch's build tag, e.g. +cpu, shows here)
+        "runtime": versions.library_versions(),  # as imported (torch's build tag, e.g. +cpu, shows here)
         "data_source": data_source,
         "models": model_summary,
         "wheels": None,
@@ -428,13 +428,13 @@ def write_bundle(
     with tempfile.TemporaryDirectory(prefix="course-wheels-") as wheel_tmp:
         if wheels:
             reqs = list(wheel_requirements) if wheel_requirements is not None else project_requirements(root)
-            files = download_wheels(Path(wheel_tmp), reqs, pip_args)
-            entries += [Entry(f"wheels/{p.name}", p, kind="wheel") for p in files]
+            wheel_files = download_wheels(Path(wheel_tmp), reqs, pip_args)
+            entries += [Entry(f"wheels/{p.name}", p, kind="wheel") for p in wheel_files]
             manifest["wheels"] = {
                 "platform": sysconfig.get_platform(),
                 "python": f"{sys.version_info.major}.{sys.version_info.minor}",
                 "requirements": reqs,
-                "count": len(files),
+                "count": len(wheel_files),
             }
         start = Entry(
             START, content=start_offline_text(wheels, sysconfig.get_platform()).encode(), kind="doc"
@@ -461,7 +461,7 @@ def write_bundle(
                 zf.writestr(_zip_info(MANIFEST, None), body)
             os.chmod(tmp, 0o644)  # mkstemp makes it private; the bundle is meant to be handed around
 
-        models.atomic_write(out, write)
+        files.atomic_write(out, write)
     return out
 
 

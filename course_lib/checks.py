@@ -115,13 +115,14 @@ def check_decoded_value(
         return CheckResult(False, "No answer yet: replace None with your computation.")
     q = affine.quantize(np.float32([x]), scale, zero_point, dtype)
     expected = float(affine.dequantize(q, scale, zero_point)[0])
+    clipped = bool(affine.clipped_mask(np.float32([x]), scale, zero_point, dtype)[0])
     lo, hi = affine.representable_range(scale, zero_point, dtype)
     qmin, qmax = affine.qrange(dtype)
     if np.isclose(float(answer), expected, atol=1e-5):
         return CheckResult(
             True,
             f"{x:g} comes back as {expected:.6g} (code {int(q[0])}); the error is {abs(x - expected):.4g}"
-            + (", far more than half a step: it was clipped." if lo > x or x > hi else "."),
+            + (", far more than half a step: it was clipped." if clipped else "."),
         )
     hint = ""
     unclipped = round(x / scale) + zero_point
@@ -721,24 +722,13 @@ def check_bottleneck(answer: str, profile, baseline_profile=None) -> CheckResult
     )
 
 
-def _probabilities(path, x: np.ndarray) -> np.ndarray:
-    """The class scores of a classifier file: its 'probabilities' output, else its first 2-D output."""
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    outputs = session.get_outputs()
-    name = next((o.name for o in outputs if o.name == "probabilities"), None)
-    name = name or next(o.name for o in outputs if len(o.shape or []) == 2)
-    return session.run([name], {session.get_inputs()[0].name: x})[0]
-
-
 def check_capstone(answer, fp32_path, x: np.ndarray, labels: np.ndarray) -> CheckResult:
     """Capstone: a statically quantized (QDQ) copy of a model the course did not build, accepted by
     the acceptance rule on (x, labels) against the fp32 file."""
     from pathlib import Path
 
     from .kernels import kernels
-    from .measure import acceptance, model_facts, parity
+    from .measure import acceptance, logits, model_facts, parity
 
     if answer is None:
         return CheckResult(False, "No answer yet: set answer_4 to the path of your quantized file.")
@@ -756,7 +746,7 @@ def check_capstone(answer, fp32_path, x: np.ndarray, labels: np.ndarray) -> Chec
             f"{path.name} is dynamically quantized; the capstone asks for static QDQ: quantize_static with a "
             "CalibrationDataReader and quant_format=QuantFormat.QDQ.",
         )
-    p = parity(_probabilities(fp32_path, x), _probabilities(path, x), labels)
+    p = parity(logits(fp32_path, x), logits(path, x), labels)  # a scikit-learn export's probabilities
     verdict = acceptance(p)
     figures = (
         f"accuracy {p.reference_accuracy:.2%} → {p.candidate_accuracy:.2%} ({-verdict.drop_points:+.2f} points), "

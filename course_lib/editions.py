@@ -118,7 +118,7 @@ def run_record(results: list, prepare_seconds: float | None = None) -> dict:
 
     from .bundle import git_commit
     from .hardware import cpu_report
-    from .models import package_version as version
+    from .versions import package_version as version
 
     git = git_commit()
     commit = git.get("git_commit", "")[:7]

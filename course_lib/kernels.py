@@ -17,7 +17,6 @@ which types?" are answered by the graph the session executes, which
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -29,7 +28,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from .measure import physical_cores, tensor_bytes
+from .files import sha256_file
+from .measure import QUANTIZATION_OPS, physical_cores, tensor_bytes
 
 # Integer kernels that do a layer's multiply-adds, and where their activation and weight types are
 # read: (input index of the activation or its zero point, input index of the weight or its zero
@@ -48,7 +48,7 @@ INTEGER_COMPUTE = {
 FLOAT_COMPUTE = frozenset({"Conv", "MatMul", "Gemm", "FusedConv", "FusedMatMul", "FusedGemm", "Attention"})
 # 4-bit weights with float arithmetic (unless `accuracy_level` asks for integer arithmetic).
 WEIGHT_ONLY = frozenset({"MatMulNBits"})
-QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
+# QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear only convert: measure's QUANTIZATION_OPS.
 _SHORT = {"UINT8": "U8", "INT8": "S8", "UINT16": "U16", "INT16": "S16", "UINT4": "U4", "INT4": "S4"}
 
 
@@ -70,14 +70,6 @@ def _session_options(threads: int | None) -> ort.SessionOptions:
 _OPTIMIZED: dict[str, tuple[tuple[str, str, int], tuple[int, int]]] = {}
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _stat(path: Path) -> tuple[int, int]:
     st = path.stat()
     return st.st_size, st.st_mtime_ns
@@ -97,7 +89,7 @@ def optimized_graph(path: str | Path, out: str | Path | None = None, threads: in
         raise FileNotFoundError(f"optimized_graph expects an ONNX file; found nothing at {path}.")
     out = Path(out) if out is not None else path.with_name(path.stem + ".optimized.onnx")
     threads = physical_cores() if threads is None else threads
-    made_from = (str(path.resolve()), _sha256(path), threads)
+    made_from = (str(path.resolve()), sha256_file(path), threads)
     saved = _OPTIMIZED.get(str(out.resolve()))
     if saved is not None and saved[0] == made_from and out.is_file() and _stat(out) == saved[1]:
         return out
@@ -194,7 +186,7 @@ def read_kernels(model: onnx.ModelProto, name: str = "") -> Kernels:
                 dequantized += 1
         elif op in WEIGHT_ONLY:
             weight_only += 1
-        elif op in QDQ_OPS:
+        elif op in QUANTIZATION_OPS:
             qdq[op] += 1
         elif op.startswith("QLinear") or op.startswith("NhwcQ"):
             other[op] += 1
@@ -376,7 +368,7 @@ def _label(node: onnx.NodeProto, initializers: Mapping[str, onnx.TensorProto]) -
 def _kind(op: str) -> str:
     if op in INTEGER_COMPUTE or op.startswith("QLinear") or op.startswith("NhwcQ"):
         return "integer"
-    if op in QDQ_OPS:
+    if op in QUANTIZATION_OPS:
         return "qdq"
     if op in FLOAT_COMPUTE or op in WEIGHT_ONLY:
         return "float"

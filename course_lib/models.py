@@ -20,8 +20,6 @@ import hashlib
 import json
 import math
 import os
-import platform
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -33,6 +31,8 @@ import torch
 from torch import nn
 
 from . import data as _data
+from .files import atomic_write, sha256_file
+from .versions import library_versions
 
 if TYPE_CHECKING:
     from . import release as release_module
@@ -481,58 +481,6 @@ def cache_dir(name: str) -> Path:
 def onnx_path(name: str) -> Path:
     """The exported fp32 ONNX file of a demo model."""
     return cache_dir(name) / f"{name}.onnx"
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Write via a temporary file in the same directory, fsync, then rename over `path`.
-
-    A reader sees either the old complete file or the new complete file, never half of one.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
-        write(tmp_path)
-        with open(tmp_path, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp_path, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp_path.unlink()
-
-
-def package_version(dist: str, missing: str = "not installed") -> str:
-    """The installed version of a distribution (pip's view), or `missing`."""
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return missing
-
-
-def library_versions() -> dict[str, str]:
-    import onnx
-    import onnxruntime
-    import torchvision
-
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
-        "numpy": np.__version__,
-        "onnx": onnx.__version__,
-        "onnxruntime": onnxruntime.__version__,
-    }
 
 
 class Origin(enum.StrEnum):

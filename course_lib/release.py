@@ -39,6 +39,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
 
+from .files import atomic_write, sha256_file
+
 FORMAT = 1
 ASSET = "course-models.tar"
 MANIFEST_ASSET = "course-models.manifest.json"
@@ -327,7 +329,7 @@ def _install_one(archive: _Archive, name: str, staging: Path, source: dict) -> N
         raise ReleaseError(f"The {name} in {archive.path} cannot be used here: {exc}.") from exc
     meta = trained.meta
     onnx_file = stage / files["onnx"].name
-    if meta.get("onnx", {}).get("sha256") != models.sha256_file(onnx_file):
+    if meta.get("onnx", {}).get("sha256") != sha256_file(onnx_file):
         raise ReleaseError(f"The {name} in {archive.path}: its ONNX file is not the one its metadata names.")
     diff = models.onnx_parity(trained, onnx_file, models.parity_inputs(name))
     if diff > models.PARITY_ATOL:
@@ -516,7 +518,7 @@ def write_release(
         trained = models.ensure_model(name, log=log)
         for path in models.model_files(name).values():
             arcname = f"models/{name}/{path.name}"
-            files[arcname] = {"sha256": models.sha256_file(path), "bytes": path.stat().st_size}
+            files[arcname] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
             sources[arcname] = path
         summary[name] = {
             "recipe_digest": models.MODELS[name].recipe.digest(),
@@ -535,21 +537,21 @@ def write_release(
                 _tar_member(tf, arcname, path=sources[arcname])
 
     archive = out / ASSET
-    models.atomic_write(archive, write_tar)
+    atomic_write(archive, write_tar)
     for arcname, path in sources.items():  # nothing changed under us while the archive was written
-        if models.sha256_file(path) != files[arcname]["sha256"]:
+        if sha256_file(path) != files[arcname]["sha256"]:
             archive.unlink()
             raise ReleaseError(f"{path} changed while the release was written; run it again.")
     release = Release(
         tag=tag,
         repository=repository,
-        sha256=models.sha256_file(archive),
+        sha256=sha256_file(archive),
         bytes=archive.stat().st_size,
         files=files,
         models=summary,
     )
     text = json.dumps(release.to_dict(), indent=2, sort_keys=True) + "\n"
-    models.atomic_write(out / MANIFEST_ASSET, lambda p: p.write_text(text))
+    atomic_write(out / MANIFEST_ASSET, lambda p: p.write_text(text))
     if package_file is not None:
-        models.atomic_write(Path(package_file), lambda p: p.write_text(text))
+        atomic_write(Path(package_file), lambda p: p.write_text(text))
     return release

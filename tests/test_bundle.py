@@ -27,7 +27,7 @@ import torch
 
 import course_lib.data as data
 from conftest import ROOT
-from course_lib import bundle, models, text_encoder
+from course_lib import bundle, files, models, text_encoder
 from course_lib.__main__ import main
 from course_lib.runner import execute_notebook, lesson_notebooks
 
@@ -137,11 +137,11 @@ def test_archive_matches_its_manifest_and_holds_course_data_and_models(made):
     for stem, _, _ in data.FASHION_FILES.values():
         original = data._candidate(source.directory, stem)
         bundled = manifest["files"][f"data/fashion-mnist/{original.name}"]
-        assert bundled["sha256"] == models.sha256_file(original)
+        assert bundled["sha256"] == files.sha256_file(original)
     prepared = _prepared_model_files()
     assert {n for n in names if n.startswith("data/models/")} == set(prepared)
     for name, original in prepared.items():
-        assert manifest["files"][name]["sha256"] == models.sha256_file(original), name
+        assert manifest["files"][name]["sha256"] == files.sha256_file(original), name
     assert not [n for n in names if n.endswith((".lock", ".tmp")) or n.endswith("results.json")]
     assert not [n for n in names if n.startswith(("build/", ".venv/")) or "__pycache__" in n]
 

@@ -165,5 +165,6 @@ def test_colab_can_install_the_course_as_a_package(tmp_path):
     )
     [wheel] = tmp_path.glob("onnx_quant_course-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    modules = {f"course_lib/{p.name}" for p in (ROOT / "course_lib").glob("*.py")}
+    package = ROOT / "course_lib"
+    modules = {f"course_lib/{p.relative_to(package).as_posix()}" for p in package.rglob("*.py")}
     assert modules <= names

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import course_lib.data as data
+import course_lib.files as files
 import course_lib.models as models
 
 
@@ -24,7 +25,7 @@ def test_moons_mlp_trains_caches_and_reloads(private_data_dir):
     assert any("Training moons_mlp" in m for m in log)
     assert trained.test_accuracy >= 0.95
     meta = json.loads((models.cache_dir("moons_mlp") / "meta.json").read_text())
-    assert meta["weights_sha256"] == models.sha256_file(models.cache_dir("moons_mlp") / "weights.pt")
+    assert meta["weights_sha256"] == files.sha256_file(models.cache_dir("moons_mlp") / "weights.pt")
     assert meta["recipe"] == models.MOONS_RECIPE.to_dict() and "torch" in meta["versions"]
 
     log.clear()
@@ -64,7 +65,7 @@ def test_weights_that_do_not_load_are_rebuilt(cached_mlp):
     weights = cached_mlp / "weights.pt"
     torch.save({"something": torch.zeros(3)}, weights)
     meta = json.loads((cached_mlp / "meta.json").read_text())
-    meta["weights_sha256"] = models.sha256_file(weights)
+    meta["weights_sha256"] = files.sha256_file(weights)
     (cached_mlp / "meta.json").write_text(json.dumps(meta))
     assert "do not load" in models.cache_status("moons_mlp")
 
@@ -87,20 +88,20 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
         raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError):
-        models.atomic_write(target, broken)
+        files.atomic_write(target, broken)
     assert target.read_bytes() == b"old and complete"
     assert [p.name for p in tmp_path.iterdir()] == ["file.bin"]  # no temporary left behind
 
 
 def test_onnx_file_that_changed_is_exported_again(cached_mlp):
     path = models.ensure_onnx("moons_mlp", log=Log())
-    first = models.sha256_file(path)
+    first = files.sha256_file(path)
     model = onnx.load(path)
     model.producer_name = "tampered"
     onnx.save(model, path)
     log = Log()
     path = models.ensure_onnx("moons_mlp", log=log)
-    assert "exporting again" in log[0] and models.sha256_file(path) == first
+    assert "exporting again" in log[0] and files.sha256_file(path) == first
 
 
 # ---------------------------------------------------------------------------------- ResNet18

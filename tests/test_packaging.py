@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tomllib
 
+import numpy as np
 import yaml
 
 from conftest import ROOT
@@ -59,18 +60,56 @@ def test_binder_installs_the_data_and_prepares_the_models():
     assert "python -m course_lib prepare" in post_build.read_text()
 
 
-def test_importing_course_lib_for_onnx_work_does_not_import_torch():
+ONNX_WORK = """
+import sys
+
+from course_lib import files, versions
+
+heavy = {"torch", "onnx", "onnxruntime"} & set(sys.modules)
+assert not heavy, f"importing course_lib.files and .versions imported {heavy}"
+
+import numpy as np
+
+import course_lib as cl
+from course_lib import calibration, data, measure
+
+cl.ArrayReader, cl.load_split, cl.cpu_report
+model = sys.argv[1]
+assert measure.model_facts(model).op_counts == {"MatMul": 1}
+assert measure.logits(model, np.ones((3, 2), np.float32), threads=1).tolist() == [[3.0, 3.0]] * 3
+entry = measure.record("99", "tiny", "fp32", {"ms": 1.0}, path=model)
+assert entry["file"]["sha256"] == files.sha256_file(model)
+assert measure.load_results(lesson="99") == [entry]
+assert "torch" not in sys.modules, "torch was imported"
+
+cl.load_model
+assert "torch" in sys.modules  # the check above can see torch
+import torch
+
+assert versions.library_versions()["torch"] == torch.__version__  # read without importing torch
+"""
+
+
+def test_importing_course_lib_for_onnx_work_does_not_import_torch(tmp_path):
     # torch costs about 0.5 GB of a Binder notebook's 2 GB; lessons 03-04 and the processes that
-    # measure.peak_memory_of spawns need only ONNX Runtime.
-    code = (
-        "import sys, course_lib as cl\n"
-        "from course_lib import calibration, measure, data\n"
-        "cl.ArrayReader, cl.load_split, cl.cpu_report\n"
-        "assert 'torch' not in sys.modules, 'torch was imported'\n"
-        "cl.load_model\n"
-        "assert 'torch' in sys.modules\n"
+    # measure.peak_memory_of spawns need only ONNX Runtime: model facts, logits and the results
+    # store (whose environment fingerprint names torch's version) included.
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    import course_lib.data as data
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"])],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2])],
+        [numpy_helper.from_array(np.full((2, 2), 1.5, np.float32), "W")],
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+    model = tmp_path / "tiny.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    env = {**os.environ, data.DATA_DIR_ENV: str(tmp_path / "data")}
+    subprocess.run([sys.executable, "-c", ONNX_WORK, str(model)], check=True, cwd=ROOT, env=env)
 
 
 def test_binder_post_build_runs_in_a_fresh_virtual_environment(tmp_path):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import course_lib.bundle as bundle
+import course_lib.files as files
 import course_lib.models as models
 import course_lib.release as release
 
@@ -158,7 +159,7 @@ def test_a_good_download_is_verified_installed_and_recorded(
     assert source["parity_max_abs_diff"] <= models.PARITY_ATOL
     for path in models.model_files(NAME).values():  # the bytes in the cache are the release's
         if path.name != "meta.json":
-            assert models.sha256_file(path) == made.files[f"models/{NAME}/{path.name}"]["sha256"]
+            assert files.sha256_file(path) == made.files[f"models/{NAME}/{path.name}"]["sha256"]
     assert models.cache_status(NAME) == "ok" and leftovers(private_data_dir) == []
     log.clear()
     assert models.load_model(NAME, log=log).origin == models.Origin.CACHE and log == []

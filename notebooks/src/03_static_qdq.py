@@ -279,14 +279,7 @@ test_x = cl.preprocess(test_images)
 batch64 = {"input": test_x[:64]}
 
 
-def logits_of(path, x=test_x, batch=500):
-    session = measure.make_session(path, THREADS)
-    return np.concatenate(
-        [session.run(None, {"input": x[i : i + batch]})[0] for i in range(0, len(x), batch)]
-    )
-
-
-ref_logits = logits_of(pre)
+ref_logits = measure.logits(pre, test_x, threads=THREADS)  # batches of 500 images, in one session
 evaluated = {}
 
 
@@ -294,7 +287,7 @@ def evaluate(name, path, calibration_s=None, timed=True, **options):
     """Accuracy, agreement and drift on the test set, size, and (timed=True) speed at batch 64.
 
     Keeps everything in `evaluated[name]` (section 9 records it) and returns the table row."""
-    p = measure.parity(ref_logits, logits_of(path), test_labels)
+    p = measure.parity(ref_logits, measure.logits(path, test_x, threads=THREADS), test_labels)
     row = {
         "variant": name,
         "MB": f"{mb(path):.1f}",
@@ -666,7 +659,7 @@ print(f"Augmented calibration {change} agreement: {on_augmented:.2%} against {on
 
 # %%
 pool_x = cl.preprocess(calib_images)
-pool_margin = measure.margin(logits_of(pre, pool_x))
+pool_margin = measure.margin(measure.logits(pre, pool_x, threads=THREADS))
 easiest = np.argsort(pool_margin)[-200:]
 easy_path, easy_s = static(
     "calibrated on easy images", cl.ArrayReader(pool_x[easiest], pre, batch_size=20), **production

@@ -188,18 +188,12 @@ print({name: f"{Path(p).stat().st_size / 1e6:.1f} MB" for name, p in variants.it
 val_images, val_labels = cl.load_split("validation")
 test_images, test_labels = cl.load_split("test")
 val_x, test_x = cl.preprocess(val_images), cl.preprocess(test_images)
-
-
-def logits_of(path, x, batch=500):
-    session = measure.make_session(path, THREADS)
-    return np.concatenate(
-        [session.run(None, {"input": x[i : i + batch]})[0] for i in range(0, len(x), batch)]
-    )
-
-
-ref = {"validation": logits_of(fp32, val_x), "test": logits_of(fp32, test_x)}
+split_x = {"validation": val_x, "test": test_x}
+# measure.logits: one session per file, run on 500 images at a time.
+ref = {split: measure.logits(fp32, x, threads=THREADS) for split, x in split_x.items()}
 logits = {
-    name: {"validation": logits_of(p, val_x), "test": logits_of(p, test_x)} for name, p in variants.items()
+    name: {split: measure.logits(path, x, threads=THREADS) for split, x in split_x.items()}
+    for name, path in variants.items()
 }
 labels = {"validation": val_labels, "test": test_labels}
 SPLITS = ("validation", "test")
@@ -615,7 +609,7 @@ for base in ("per-tensor", MAIN):
         per_channel=base != "per-tensor",
         nodes_to_exclude=keep_float,
     )
-    logits[name] = {"test": logits_of(variants[name], test_x)}
+    logits[name] = {"test": measure.logits(variants[name], test_x, threads=THREADS)}
     parity[name, "test"] = measure.parity(ref["test"], logits[name]["test"], test_labels)
     verdicts[name] = measure.acceptance(parity[name, "test"])
 

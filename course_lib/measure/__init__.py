@@ -1,0 +1,71 @@
+"""Measuring an fp32 ONNX model against its INT8 variants: facts, latency, memory, parity, results.
+
+Every lesson compares models with these functions, so that "smaller", "faster" and "as accurate"
+always mean the same measurement. One module per idea, each readable top to bottom:
+
+    facts         model_facts: what is in the file (bytes by dtype, op types, quantized nodes)
+    sessions      make_session (fixed threads), logits (a classifier's scores, in batches)
+    latency       measure_latency (median / p10 / p90 of one session), compare_latency (two
+                  models timed in turn, with the ratio of their medians and its interval)
+    memory        peak_memory, peak_memory_of: peak resident memory, in a fresh process
+    parity_check  parity (drift, agreement, who is right), acceptance (the acceptance rule)
+    results       record / load_results: a JSON results store, tagged with its environment
+    tables        markdown_table: a table without pandas
+
+Every name is imported here, so a lesson reads `measure.parity(...)` whichever module holds it.
+Results are small dataclasses with `to_dict()`.
+"""
+
+from .facts import INTEGER_OPS, QUANTIZATION_OPS, STRUCTURAL_OPS, ModelFacts, model_facts, tensor_bytes
+from .latency import (
+    Latency,
+    LatencyComparison,
+    TorchRunner,
+    bootstrap_ratio_interval,
+    compare_latency,
+    latency_from_samples,
+    measure_latency,
+)
+from .memory import CallMemory, Memory, peak_memory, peak_memory_of
+from .parity_check import RELATIVE_DRIFT_EPS, Parity, Verdict, acceptance, margin, parity, softmax
+from .results import RESULTS_FILE, environment_fingerprint, load_results, record, results_path
+from .sessions import Feed, MakeInputs, logits, make_session, physical_cores
+from .tables import markdown_table
+
+__all__ = [
+    "INTEGER_OPS",
+    "QUANTIZATION_OPS",
+    "RELATIVE_DRIFT_EPS",
+    "RESULTS_FILE",
+    "STRUCTURAL_OPS",
+    "CallMemory",
+    "Feed",
+    "Latency",
+    "LatencyComparison",
+    "MakeInputs",
+    "Memory",
+    "ModelFacts",
+    "Parity",
+    "TorchRunner",
+    "Verdict",
+    "acceptance",
+    "bootstrap_ratio_interval",
+    "compare_latency",
+    "environment_fingerprint",
+    "latency_from_samples",
+    "load_results",
+    "logits",
+    "make_session",
+    "margin",
+    "markdown_table",
+    "measure_latency",
+    "model_facts",
+    "parity",
+    "peak_memory",
+    "peak_memory_of",
+    "physical_cores",
+    "record",
+    "results_path",
+    "softmax",
+    "tensor_bytes",
+]

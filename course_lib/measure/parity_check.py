@@ -1,0 +1,199 @@
+"""The parity check: how far a candidate's logits drift from the reference's, who is right, and
+whether the candidate is accepted.
+
+    parity       drift, top-1 agreement and, with labels, who is right (`Parity`)
+    acceptance   the acceptance rule applied to a parity (`Verdict`)
+    softmax, margin   probabilities, and the gap between the two most probable classes
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+# Floor of the denominator of the relative drift |ref - cand| / max(|ref|, eps). Logits are of
+# order 1; below 1e-3 a relative error says nothing useful, and without a floor a logit that
+# happens to sit at 0 would give an infinite drift. Near-zero logits still dominate the maximum,
+# which is why the lessons lead with absolute drift and top-1 agreement.
+RELATIVE_DRIFT_EPS = 1e-3
+
+
+@dataclass
+class Parity:
+    """How a candidate (e.g. int8) matches a reference (e.g. fp32) on the same inputs.
+
+    Agreement is not correctness: when labels are given, the counts split the labelled rows
+    into both right, both wrong with the same answer, both wrong with different answers, only
+    the reference right and only the candidate right (they add up to `labelled`). Rows labelled
+    -1 (no ground truth) count for agreement and drift only.
+    """
+
+    n: int
+    agreement: float  # fraction with the same top-1 class
+    disagreements: int
+    max_abs_drift: float
+    mean_abs_drift: float
+    max_rel_drift: float  # |ref - cand| / max(|ref|, eps)
+    allclose: bool  # np.allclose(cand, ref, rtol, atol): |cand - ref| <= atol + rtol * |ref|
+    atol: float
+    rtol: float
+    eps: float
+    labelled: int | None = None  # rows with a label >= 0; accuracies and counts are over these
+    reference_accuracy: float | None = None
+    candidate_accuracy: float | None = None
+    both_right: int | None = None
+    both_wrong_same: int | None = None
+    both_wrong_different: int | None = None
+    only_reference_right: int | None = None
+    only_candidate_right: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def accuracy_change_interval(self, confidence: float = 0.95) -> tuple[float, float]:
+        """An interval for candidate minus reference accuracy, in points, on these labelled rows.
+
+        Both models saw the same images, so only the images on which exactly one of them is right
+        move the difference: with b rows only the reference right and c only the candidate right
+        out of n, the change is (c - b) / n with the paired (McNemar) standard error
+        sqrt(b + c - (c - b)^2 / n) / n, far smaller than either accuracy's own uncertainty.
+        """
+        if self.labelled is None:
+            raise ValueError("accuracy_change_interval needs labels: pass labels to measure.parity(...).")
+        n, b, c = self.labelled, self.only_reference_right, self.only_candidate_right
+        change = (c - b) / n
+        se = math.sqrt(max(b + c - (c - b) ** 2 / n, 0.0)) / n
+        z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+        return 100 * (change - z * se), 100 * (change + z * se)
+
+
+def _as_logits(name: str, logits: Any) -> np.ndarray:
+    a = np.asarray(logits, dtype=np.float64)
+    if a.ndim == 1:
+        a = a[None, :]
+    if a.ndim != 2 or a.shape[0] == 0:
+        raise ValueError(
+            f"{name} must be logits of shape (N, classes); got shape {np.shape(logits)}. "
+            "Pass the model's output for a batch, e.g. session.run(None, feed)[0]."
+        )
+    return a
+
+
+def parity(
+    reference_logits: Any,
+    candidate_logits: Any,
+    labels: Any = None,
+    *,
+    atol: float = 5e-2,
+    rtol: float = 0.0,
+    eps: float = RELATIVE_DRIFT_EPS,
+) -> Parity:
+    """Compare candidate logits with reference logits, and with the labels when given.
+
+    `rtol` defaults to 0 so that `allclose` reads "every logit within atol of the reference";
+    pass rtol to allow a relative slack as well (np.allclose's rule).
+    """
+    ref, cand = (
+        _as_logits("reference_logits", reference_logits),
+        _as_logits("candidate_logits", candidate_logits),
+    )
+    if ref.shape != cand.shape:
+        raise ValueError(
+            f"Reference and candidate logits must have the same shape; got {ref.shape} and {cand.shape}. "
+            "Run both models on the same inputs, in the same order."
+        )
+    drift = np.abs(cand - ref)
+    ref_top, cand_top = ref.argmax(1), cand.argmax(1)
+    same = ref_top == cand_top
+    result = Parity(
+        n=len(ref),
+        agreement=float(same.mean()),
+        disagreements=int((~same).sum()),
+        max_abs_drift=float(drift.max()),
+        mean_abs_drift=float(drift.mean()),
+        max_rel_drift=float((drift / np.maximum(np.abs(ref), eps)).max()),
+        allclose=bool(np.allclose(cand, ref, rtol=rtol, atol=atol)),
+        atol=atol,
+        rtol=rtol,
+        eps=eps,
+    )
+    if labels is None:
+        return result
+    y = np.asarray(labels).reshape(-1)
+    if len(y) != len(ref):
+        raise ValueError(
+            f"Got {len(y)} labels for {len(ref)} rows of logits; pass one label per row (in the same order)."
+        )
+    known = y >= 0  # label -1: no ground truth (e.g. two-moons points outside the training range)
+    result.labelled = int(known.sum())
+    if not result.labelled:
+        return result
+    ref_ok, cand_ok, same = (ref_top == y)[known], (cand_top == y)[known], same[known]
+    result.reference_accuracy = float(ref_ok.mean())
+    result.candidate_accuracy = float(cand_ok.mean())
+    result.both_right = int((ref_ok & cand_ok).sum())
+    result.both_wrong_same = int((~ref_ok & ~cand_ok & same).sum())
+    result.both_wrong_different = int((~ref_ok & ~cand_ok & ~same).sum())
+    result.only_reference_right = int((ref_ok & ~cand_ok).sum())
+    result.only_candidate_right = int((~ref_ok & cand_ok).sum())
+    return result
+
+
+# Deciding: the acceptance rule, and how sure each model was of its answer.
+@dataclass
+class Verdict:
+    """The acceptance rule applied to one candidate (seed 000's thresholds by default)."""
+
+    passes: bool
+    drop_points: float  # reference accuracy minus candidate accuracy, in percentage points
+    agreement: float
+    advice: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def acceptance(
+    p: Parity,
+    *,
+    max_drop_points: float = 0.5,
+    min_agreement: float = 0.99,
+    review_points: float = 1.0,
+    per_channel_points: float = 3.0,
+) -> Verdict:
+    """Pass when accuracy drops at most `max_drop_points` and top-1 agreement exceeds
+    `min_agreement`. Over `review_points` of drop: review the calibration set first; over
+    `per_channel_points`: per_channel is often missing. Needs a Parity computed with labels."""
+    if p.reference_accuracy is None or p.candidate_accuracy is None:
+        raise ValueError(
+            "acceptance needs accuracies: compute the parity with labels, parity(ref, cand, labels)."
+        )
+    drop = 100 * (p.reference_accuracy - p.candidate_accuracy)
+    passes = drop <= max_drop_points and p.agreement > min_agreement
+    if passes:
+        advice = "passes"
+    elif drop > per_channel_points:
+        advice = f"drop over {per_channel_points:g} points: per_channel is often missing"
+    elif drop > review_points:
+        advice = f"drop over {review_points:g} point: review the calibration set first"
+    elif drop > max_drop_points:
+        advice = f"drop over {max_drop_points:g} points: not accepted"
+    else:
+        advice = f"agreement {p.agreement:.2%} not above {min_agreement:.0%}: the models decide differently"
+    return Verdict(passes=passes, drop_points=drop, agreement=p.agreement, advice=advice)
+
+
+def softmax(logits: Any) -> np.ndarray:
+    z = np.asarray(logits, dtype=np.float64)
+    z = np.exp(z - z.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)
+
+
+def margin(logits: Any) -> np.ndarray:
+    """Per row: probability of the top class minus that of the runner-up (0: a coin toss, 1: sure)."""
+    p = np.sort(softmax(logits), axis=-1)
+    return p[..., -1] - p[..., -2]

@@ -1,0 +1,167 @@
+"""Sessions: how the course opens a model and runs it on many inputs.
+
+    physical_cores   the default thread count: one per physical core
+    make_session     a CPU InferenceSession with fixed threads, so that two measurements differ
+                     only in the model, never in the threading
+    logits           a classifier's scores for every row of an array, run in batches
+
+A feed is what `session.run(None, feed)` takes: a dict {input name: array}. Functions that time
+several batch sizes take `make_inputs(batch_size) -> feed` instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+Feed = dict[str, np.ndarray]
+MakeInputs = Callable[[int], Feed]
+
+
+def physical_cores() -> int:
+    """Physical CPU cores (hyper-threads share one core's INT8 units), at least 1."""
+    import psutil
+
+    return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
+
+
+def make_session(
+    path: str | Path,
+    threads: int | None = None,
+    spinning: bool = True,
+    config: Mapping[str, str] | None = None,
+) -> ort.InferenceSession:
+    """A CPU session with `threads` intra-op threads (default: physical cores) and one inter-op
+    thread, so that two measurements differ only in the model, never in the threading.
+
+    `spinning=False` stops ONNX Runtime's idle threads from busy-waiting for the next run (ONNX
+    Runtime's default is to spin). The timing functions here turn it off: when two sessions or
+    two runtimes take turns on few cores, one's spinning threads hold the cores the other needs.
+    `config`: session configuration entries, e.g. {"session.x64quantprecision": "1"}.
+    """
+    threads = physical_cores() if threads is None else threads
+    if not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a whole number >= 1; got {threads!r}. Pass e.g. threads=1.")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if not spinning:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    for key, value in (config or {}).items():
+        options.add_session_config_entry(key, str(value))
+    return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+
+
+def check_feed(session: Any, feed: Feed) -> int:
+    """Check the feed's names against the session's inputs; return its batch size (dim 0)."""
+    expected = sorted(i.name for i in session.get_inputs())
+    if not isinstance(feed, Mapping) or sorted(feed) != expected:
+        got = sorted(feed) if isinstance(feed, Mapping) else type(feed).__name__
+        raise ValueError(
+            f"The model expects a feed dict with inputs {expected}; got {got}. "
+            "Fix the inputs (or make_inputs) to return {name: array} for exactly those names."
+        )
+    first = np.asarray(feed[expected[0]])
+    return int(first.shape[0]) if first.ndim else 1
+
+
+def feed_for(inputs: Feed | MakeInputs, batch_size: int) -> Feed:
+    """The feed itself, or the one `make_inputs(batch_size)` makes."""
+    return inputs(batch_size) if callable(inputs) else inputs
+
+
+# ONNX element types as ONNX Runtime names them -> the numpy dtype a feed must hold.
+_NUMPY_TYPES = {
+    "tensor(float)": np.float32,
+    "tensor(double)": np.float64,
+    "tensor(float16)": np.float16,
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+    "tensor(int8)": np.int8,
+    "tensor(uint8)": np.uint8,
+    "tensor(bool)": np.bool_,
+}
+
+
+def _check_rows(model: str, declared: Any, array: np.ndarray) -> None:
+    """One input's array against the shape and type the model declares, rows along axis 0."""
+    shape = "[" + ", ".join("N" if not isinstance(d, int) else str(d) for d in declared.shape) + "]"
+    if array.ndim != len(declared.shape) or any(
+        isinstance(d, int) and d != found
+        for d, found in zip(declared.shape[1:], array.shape[1:], strict=False)
+    ):
+        raise ValueError(
+            f"{model} expects input {declared.name!r} of shape {shape}; got an array of shape "
+            f"{array.shape}. Reshape or preprocess x to that shape, one row per example along axis 0."
+        )
+    wanted = _NUMPY_TYPES.get(declared.type)
+    if wanted is not None and array.dtype != wanted:
+        raise ValueError(
+            f"{model} expects input {declared.name!r} as {np.dtype(wanted).name}; got {array.dtype.name}. "
+            f"Convert it first: x.astype(np.{np.dtype(wanted).name})."
+        )
+
+
+def logits(
+    path: str | Path,
+    x: np.ndarray | Mapping[str, np.ndarray],
+    *,
+    batch: int = 500,
+    threads: int | None = None,
+    output: str | None = None,
+) -> np.ndarray:
+    """A classifier file's scores for every row of `x`, run `batch` rows at a time in one session.
+
+    `x`: the array of a one-input model (one example per row), or a feed dict {input name: array}
+    whose arrays have the same number of rows. Batches keep 10,000 images from sitting in one
+    run's buffers at once; the rows come back in order, as one array of shape (N, classes).
+    `output`: the output to return; by default the first two-dimensional one (a PyTorch export's
+    logits, or the probabilities of a scikit-learn export, whose first output is the label).
+    `threads`: intra-op threads, as in `make_session` (default: physical cores).
+
+    A dynamically quantized model computes its activation scales over each batch, so its scores
+    move a little with `batch`: compare variants at the same batch size.
+    """
+    if not isinstance(batch, int) or batch < 1:
+        raise ValueError(
+            f"batch must be a whole number >= 1 (rows per run); got {batch!r}. Pass e.g. batch=500."
+        )
+    session = make_session(path, threads)
+    model, inputs = Path(path).name, session.get_inputs()
+    if not isinstance(x, Mapping):
+        if len(inputs) != 1:
+            raise ValueError(
+                f"{model} has {len(inputs)} inputs ({', '.join(i.name for i in inputs)}); one array cannot "
+                "feed them. Pass a feed dict {name: array} with one array per input."
+            )
+        x = {inputs[0].name: x}
+    check_feed(session, x)
+    feed = {name: np.asarray(array) for name, array in x.items()}
+    for declared in inputs:
+        _check_rows(model, declared, feed[declared.name])
+    counts = {name: len(array) for name, array in feed.items()}
+    n = next(iter(counts.values()))
+    if n == 0 or len(set(counts.values())) != 1:
+        raise ValueError(f"logits needs at least one row, the same number in every input; got {counts}.")
+    outputs = session.get_outputs()
+    found = ", ".join(f"{o.name} {o.shape}" for o in outputs)
+    if output is None:
+        output = next((o.name for o in outputs if len(o.shape or []) == 2), None)
+        if output is None:
+            raise ValueError(
+                f"{model} has no output of shape (N, classes); its outputs are: {found}. "
+                "Name the one to return: output=<name>."
+            )
+    elif output not in [o.name for o in outputs]:
+        raise ValueError(f"{model} has no output {output!r}; its outputs are: {found}. Pass one of those.")
+    runs = [
+        session.run([output], {name: array[i : i + batch] for name, array in feed.items()})[0]
+        for i in range(0, n, batch)
+    ]
+    return np.concatenate(runs)
