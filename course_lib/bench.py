@@ -16,7 +16,8 @@ import json
 import logging
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -169,13 +170,6 @@ def build_resnet_variants(
     return paths
 
 
-def _logits(path: Path, x: np.ndarray, threads: int | None, batch: int = 500) -> np.ndarray:
-    session = measure.make_session(path, threads)
-    return np.concatenate(
-        [session.run(None, {"input": x[i : i + batch]})[0] for i in range(0, len(x), batch)]
-    )
-
-
 def _row(model: str, batch: int, comparison: measure.LatencyComparison, **extra) -> Row:
     base, cand = comparison.latency[comparison.baseline], comparison.latency[comparison.candidate]
     return Row(
@@ -223,10 +217,10 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
     images, labels = data.load_split("test")
     x_all = data.preprocess(images[: config.eval_images])
     y = labels[: config.eval_images]
-    ref = _logits(paths["fp32"], x_all, t)
+    ref = measure.logits(paths["fp32"], x_all, threads=t)
     fp32_mb = paths["fp32"].stat().st_size / 1e6
     for name in config.variants:
-        p = measure.parity(ref, _logits(paths[name], x_all, t), y)
+        p = measure.parity(ref, measure.logits(paths[name], x_all, threads=t), y)
         for batch in config.batch_sizes:
             c = measure.compare_latency(
                 {"onnxruntime fp32": paths["fp32"], name: paths[name]},
@@ -295,6 +289,21 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
     return result
 
 
+@contextmanager
+def mha_fastpath(enabled: bool) -> Iterator[None]:
+    """PyTorch's MultiheadAttention fast path (its fused inference kernels) set to `enabled` inside
+    the block only. The setting is global to the process, so the previous value is put back on
+    the way out, also after an exception: timing PyTorch must not change a notebook's PyTorch."""
+    import torch
+
+    before = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(enabled)
+    try:
+        yield
+    finally:
+        torch.backends.mha.set_fastpath_enabled(before)
+
+
 def _bench_text_encoder(config: BenchConfig, directory: Path, log: Callable[[str], None]) -> list[Row]:
     import onnx
     import torch
@@ -318,7 +327,6 @@ def _bench_text_encoder(config: BenchConfig, directory: Path, log: Callable[[str
     rows = []
     t = config.threads
     threads = t or measure.physical_cores()
-    torch.backends.mha.set_fastpath_enabled(False)
     torch_fp32 = te.load_torch_model()
     torch_int8 = torch.ao.quantization.quantize_dynamic(torch_fp32, {torch.nn.Linear}, dtype=torch.qint8)
     runners = {
@@ -339,13 +347,14 @@ def _bench_text_encoder(config: BenchConfig, directory: Path, log: Callable[[str
         log(f"  dynamic int8 per-channel, batch {batch}: {c.speedup:.2f}x fp32")
         if config.pytorch:
             for kind, onnx_path in (("fp32", paths["optimized"]), ("int8", int8)):
-                c = measure.compare_latency(
-                    {runners[kind].name: runners[kind], f"onnxruntime {kind}": onnx_path},
-                    batch_feed,
-                    threads=t,
-                    warmup=config.warmup,
-                    runs=config.text_runs,
-                )
+                with mha_fastpath(False):  # PyTorch timed on its plain attention kernels
+                    c = measure.compare_latency(
+                        {runners[kind].name: runners[kind], f"onnxruntime {kind}": onnx_path},
+                        batch_feed,
+                        threads=t,
+                        warmup=config.warmup,
+                        runs=config.text_runs,
+                    )
                 rows.append(_row(model, batch, c))
                 log(f"  onnxruntime {kind} vs {runners[kind].name}, batch {batch}: {c.speedup:.2f}x")
     return rows

@@ -11,12 +11,16 @@ the model, i.e. representative inputs through the *production* preprocessing, wi
 dtype, layout and normalisation. A wrong feed rarely fails loudly. float64 data or raw uint8
 pixels may be cast or rejected deep inside onnxruntime, an unpadded image may fail on the 50th
 batch, and one NaN makes a range meaningless and yields a model that runs but is quietly wrong.
-So these readers check everything once, in `__init__`, against the model's declared input
-(dtype, rank, fixed dimensions) and for finite values, and report the first bad sample by
-index with what was expected and what was found: `quantize_static` never starts on bad data.
+So every sample is checked once, before calibration starts, as scikit-learn's `check_array`
+checks an estimator's input: against the model's declared input (dtype, rank, fixed dimensions)
+and for finite values. The first bad sample is reported by index, with what was expected, what
+was found and the fix: `quantize_static` never starts on bad data.
 
+    input_spec     what the model declares for one input: name, dtype, shape (symbolic dims by name)
+    check_samples  a calibration set checked against an InputSpec; returns a read-only copy
+    check_sample   one sample's dtype, rank and fixed dims against an InputSpec
     ArrayReader    samples you already have (a numpy array, first axis = samples, or a list of
-                   per-sample arrays), batched for one model input
+                   per-sample arrays), checked, then fed in batches to one model input
     DatasetReader  Fashion-MNIST images from one of the course's splits, through the course's
                    preprocessing (course_lib.data.preprocess) or a transform you pass
 """
@@ -26,6 +30,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from numbers import Integral
 from pathlib import Path
 from typing import Any
@@ -37,7 +42,15 @@ from onnxruntime.quantization import CalibrationDataReader
 
 from . import data
 
-__all__ = ["ArrayReader", "CalibrationError", "DatasetReader"]
+__all__ = [
+    "ArrayReader",
+    "CalibrationError",
+    "DatasetReader",
+    "InputSpec",
+    "check_sample",
+    "check_samples",
+    "input_spec",
+]
 
 Dim = int | str | None  # fixed size, symbolic name (dim_param), or unknown
 
@@ -57,62 +70,57 @@ class CalibrationError(ValueError):
         self.found = found
 
 
-# --------------------------------------------------------------------------------------------
-# Small helpers
-# --------------------------------------------------------------------------------------------
 def _fmt_shape(shape: Sequence[Dim]) -> str:
     """(N, 1, 32, 32) style: free dims by their name, unknown ones as '?'."""
     parts = ["?" if d is None else str(d) for d in shape]
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
-def _np_name(dtype: np.dtype) -> str:
-    return f"np.{dtype.name}" if hasattr(np, dtype.name) else f"np.dtype({dtype.name!r})"
-
-
 def _is_int(value: Any) -> bool:
     return isinstance(value, Integral) and not isinstance(value, bool)
 
 
-def _dim_matches(size: int, dim: Dim) -> bool:
-    return not isinstance(dim, int) or size == dim
+# --------------------------------------------------------------------------------------------
+# What the model declares: one input's name, dtype and shape
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InputSpec:
+    """One model input as the model declares it; every calibration batch must match it.
+
+    `shape` has the batch axis first; each dim is a size (int, fixed), a symbolic name (str,
+    e.g. "N" or "sequence": free) or None (unknown: free). `shape` is None when the model
+    declares no rank.
+    """
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[Dim, ...] | None
+
+    @property
+    def sample_shape(self) -> tuple[Dim, ...] | None:
+        """One sample's shape: the declared shape without its batch axis."""
+        return None if self.shape is None else self.shape[1:]
+
+    @property
+    def fixed_batch(self) -> int | None:
+        """The batch size the model was exported with, or None when the batch axis is free."""
+        first = self.shape[0] if self.shape else None
+        return first if isinstance(first, int) else None
+
+    def describe(self) -> str:
+        """'(N, 1, 32, 32), i.e. samples of shape (1, 32, 32)', as the error messages put it."""
+        if self.shape is None:
+            return "a tensor of unknown shape"
+        return f"{_fmt_shape(self.shape)}, i.e. samples of shape {_fmt_shape(self.sample_shape)}"
 
 
-def _shape_matches(shape: Sequence[int], dims: Sequence[Dim]) -> bool:
-    return len(shape) == len(dims) and all(_dim_matches(s, d) for s, d in zip(shape, dims, strict=True))
+def input_spec(model: str | os.PathLike | onnx.ModelProto, input_name: str | None = None) -> InputSpec:
+    """The declared name, dtype and shape of the input of `model` that calibration feeds.
 
-
-def _load_model(model: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, Path | None]:
-    if isinstance(model, onnx.ModelProto):
-        return model, None
-    if not isinstance(model, str | os.PathLike):
-        raise CalibrationError(
-            f"model must be the path of the fp32 ONNX model (str or Path) or an onnx.ModelProto; "
-            f"got {type(model).__name__}. Pass the same model you will give quantize_static."
-        )
-    path = Path(model)
-    if not path.is_file():
-        raise CalibrationError(
-            f"No ONNX model at {path}: expected the path of the fp32 model to calibrate. "
-            "Export it first (e.g. course_lib.ensure_onnx(...)) or fix the path."
-        )
-    try:
-        return onnx.load(str(path), load_external_data=False), path
-    except Exception as exc:  # DecodeError and friends: not an ONNX file
-        raise CalibrationError(
-            f"Could not read {path} as an ONNX model ({type(exc).__name__}: {exc}). "
-            "Pass the path of the fp32 .onnx file you will give quantize_static."
-        ) from exc
-
-
-def _graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
-    """The inputs a caller must feed: graph inputs that are not initializers."""
-    initializers = {t.name for t in model.graph.initializer}
-    return [i for i in model.graph.input if i.name not in initializers]
-
-
-def _input_spec(value: onnx.ValueInfoProto) -> tuple[np.dtype, tuple[Dim, ...] | None]:
-    """Numpy dtype and shape (None when the rank is unknown) of one tensor input."""
+    `model` is the fp32 model to calibrate (a path or an onnx.ModelProto; its weights are not
+    loaded). `input_name` may be left out when the model has one input to feed.
+    """
+    value = _pick_input(_load_model(model), input_name)
     kind = value.type.WhichOneof("value")
     if kind != "tensor_type":
         raise CalibrationError(
@@ -129,7 +137,7 @@ def _input_spec(value: onnx.ValueInfoProto) -> tuple[np.dtype, tuple[Dim, ...] |
             "numpy equivalent (or is undefined). Check the exported model's input type."
         ) from exc
     if not tensor.HasField("shape"):
-        return dtype, None
+        return InputSpec(value.name, dtype, None)
     dims: list[Dim] = []
     for d in tensor.shape.dim:
         if d.HasField("dim_value") and d.dim_value > 0:
@@ -138,30 +146,319 @@ def _input_spec(value: onnx.ValueInfoProto) -> tuple[np.dtype, tuple[Dim, ...] |
             dims.append(d.dim_param)
         else:
             dims.append(None)
-    return dtype, tuple(dims)
+    return InputSpec(value.name, dtype, tuple(dims))
 
 
-def _empty_message(name: str, sample_shape: str) -> str:
-    return (
-        f"The calibration set is empty (0 samples); the model's input {name!r} needs samples of shape "
-        f"{sample_shape}. A calibration set needs samples: 100-500 representative production inputs, "
-        "preprocessed exactly as in production, is the usual advice. Calibrating on nothing would give "
-        "quantization ranges that mean nothing."
+def _load_model(model: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if not isinstance(model, str | os.PathLike):
+        raise CalibrationError(
+            f"model must be the path of the fp32 ONNX model (str or Path) or an onnx.ModelProto; "
+            f"got {type(model).__name__}. Pass the same model you will give quantize_static."
+        )
+    path = Path(model)
+    if not path.is_file():
+        raise CalibrationError(
+            f"No ONNX model at {path}: expected the path of the fp32 model to calibrate. "
+            "Export it first (e.g. course_lib.ensure_onnx(...)) or fix the path."
+        )
+    try:
+        return onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # DecodeError and friends: not an ONNX file
+        raise CalibrationError(
+            f"Could not read {path} as an ONNX model ({type(exc).__name__}: {exc}). "
+            "Pass the path of the fp32 .onnx file you will give quantize_static."
+        ) from exc
+
+
+def _pick_input(model: onnx.ModelProto, input_name: str | None) -> onnx.ValueInfoProto:
+    """The input to feed: graph inputs that are initializers (IR < 4 style) are weights, not inputs."""
+    initializers = {t.name for t in model.graph.initializer}
+    inputs = {i.name: i for i in model.graph.input if i.name not in initializers}
+    names = list(inputs)
+    listed = ", ".join(repr(n) for n in names)
+    if not names:
+        raise CalibrationError(
+            "The model has no inputs to feed (every graph input is an initializer), so there is "
+            "nothing to calibrate. Check that this is the fp32 model you meant to quantize."
+        )
+    if input_name is None:
+        if len(names) > 1:
+            raise CalibrationError(
+                f"The model has {len(names)} inputs ({listed}); expected one, or input_name to say "
+                f"which one these samples feed. Pass e.g. input_name={names[0]!r}.",
+                expected="input_name",
+                found=names,
+            )
+        return inputs[names[0]]
+    if input_name not in inputs:
+        raise CalibrationError(
+            f"The model has no input named {input_name!r}; its inputs are {listed}. "
+            f"Pass one of them as input_name.",
+            expected=names,
+            found=input_name,
+        )
+    return inputs[input_name]
+
+
+# --------------------------------------------------------------------------------------------
+# Checking samples against it
+# --------------------------------------------------------------------------------------------
+def check_samples(
+    samples: np.ndarray | Sequence[Any], spec: InputSpec, *, batch_size: int = 1
+) -> np.ndarray | list[np.ndarray]:
+    """Check a calibration set against `spec`; return a read-only copy of it.
+
+    `samples` is one array whose first axis is the sample axis (e.g. (N, 1, 32, 32)) or a list
+    of per-sample arrays (each e.g. (1, 32, 32)). The copy is one array (N, *sample_shape) when
+    every sample has the same shape, else a list: free dims (a sequence length) may differ
+    between batches of `batch_size`, not within one. Any mismatch, NaN/inf or an empty set
+    raises CalibrationError naming the first bad sample. The copy is the caller's guarantee:
+    editing `samples` afterwards cannot un-check it.
+    """
+    _check_batch_size(batch_size)
+    stacked = isinstance(samples, np.ndarray) or hasattr(samples, "__array__")
+    checked = _check_array(samples, spec) if stacked else _check_list(samples, spec, batch_size)
+    _check_fixed_batch(spec, batch_size, len(checked))
+    return checked
+
+
+def check_sample(
+    sample: np.ndarray, spec: InputSpec, index: int, *, count: int, stacked: bool = True
+) -> None:
+    """Check one sample's dtype, rank and fixed dims against `spec`.
+
+    `index` and `count` name it in the message ("Calibration sample 3 of 200"); `stacked` says
+    whether the samples came as one array or as a list, so that the fix is written for it.
+    """
+    prefix = f"Calibration sample {index} of {count}"
+    if sample.dtype != spec.dtype:
+        dtype = spec.dtype
+        target = f"np.{dtype.name}" if hasattr(np, dtype.name) else f"np.dtype({dtype.name!r})"
+        how = f"samples.astype({target})" if stacked else f"[np.asarray(s, dtype={target}) for s in samples]"
+        raw = ""
+        if np.issubdtype(sample.dtype, np.integer) and np.issubdtype(dtype, np.floating):
+            raw = (
+                " If these are raw pixels, apply the production preprocessing (scaling and "
+                "normalisation) instead of only casting."
+            )
+        raise CalibrationError(
+            f"{prefix} has dtype {sample.dtype}; the model's input {spec.name!r} expects "
+            f"{dtype}. Convert with {how}.{raw}",
+            sample=index,
+            expected=dtype,
+            found=sample.dtype,
+        )
+    dims = spec.sample_shape
+    if dims is None:
+        return
+    shape = sample.shape
+    if len(shape) != len(dims):
+        raise CalibrationError(
+            f"{prefix} has shape {_fmt_shape(shape)} (rank {len(shape)}), so a batch of it has rank "
+            f"{len(shape) + 1}; the model's input {spec.name!r} expects rank {len(spec.shape)}: "
+            f"{spec.describe()}. {_rank_hint(shape, dims, stacked)}",
+            sample=index,
+            expected=spec.shape,
+            found=shape,
+        )
+    for axis, (size, dim) in enumerate(zip(shape, dims, strict=True)):
+        if isinstance(dim, int) and size != dim:
+            raise CalibrationError(
+                f"{prefix} has shape {_fmt_shape(shape)}; the model's input {spec.name!r} expects "
+                f"{spec.describe()} (axis {axis} of the sample is {size}, not {dim}). Resize, pad or "
+                f"reorder the data the way production does so that each sample has shape "
+                f"{_fmt_shape(dims)}.",
+                sample=index,
+                expected=spec.shape,
+                found=shape,
+            )
+
+
+def _check_batch_size(batch_size: Any) -> None:
+    if not _is_int(batch_size) or batch_size < 1:
+        raise CalibrationError(
+            f"batch_size must be an int >= 1 (samples per get_next() call); got {batch_size!r}. "
+            "Use batch_size=1, or a larger int to calibrate in fewer, bigger runs.",
+            expected="int >= 1",
+            found=batch_size,
+        )
+
+
+def _check_not_empty(count: int, spec: InputSpec) -> None:
+    if count == 0:
+        raise CalibrationError(
+            f"The calibration set is empty (0 samples); the model's input {spec.name!r} needs samples of "
+            f"shape {_fmt_shape(spec.sample_shape or ())}. A calibration set needs samples: 100-500 "
+            "representative production inputs, preprocessed exactly as in production, is the usual "
+            "advice. Calibrating on nothing would give quantization ranges that mean nothing.",
+            expected="at least one sample",
+            found=0,
+        )
+
+
+def _check_array(samples: Any, spec: InputSpec) -> np.ndarray:
+    """All samples in one array: one dtype and one shape for all, so sample 0 speaks for every one."""
+    try:
+        array = np.asarray(samples)
+    except Exception as exc:
+        raise CalibrationError(
+            f"Could not read samples as a numpy array ({type(exc).__name__}: {exc}); expected a numpy "
+            "array whose first axis is the sample axis. Convert them with np.asarray(...) first."
+        ) from exc
+    if array.ndim == 0:
+        raise CalibrationError(
+            f"samples is a 0-d array (a single value of type {array.dtype}); expected an array whose "
+            f"first axis is the sample axis, shape (N, *sample_shape) with sample shape "
+            f"{_fmt_shape(spec.sample_shape or ())}.",
+            expected="an array with a sample axis",
+            found=array.shape,
+        )
+    count = len(array)
+    _check_not_empty(count, spec)
+    check_sample(array[0], spec, 0, count=count)
+    if np.issubdtype(array.dtype, np.inexact):
+        finite = np.isfinite(array.reshape(count, -1)).all(axis=1)
+        if not finite.all():
+            i = int(np.argmin(finite))
+            raise _non_finite(array[i], spec, i, count, bad_samples=int((~finite).sum()))
+    copy = np.array(array, copy=True, order="C")
+    copy.setflags(write=False)
+    return copy
+
+
+def _check_list(samples: Any, spec: InputSpec, batch_size: int) -> np.ndarray | list[np.ndarray]:
+    """Per-sample arrays, each checked in turn; equal shapes within every batch."""
+    if isinstance(samples, str | bytes | dict) or not isinstance(samples, Sequence):
+        raise CalibrationError(
+            f"samples must be a numpy array (first axis = samples) or a list of per-sample arrays; "
+            f"got {type(samples).__name__}. Materialise it with list(...) or np.stack(...).",
+            expected="numpy array or list of arrays",
+            found=type(samples).__name__,
+        )
+    count = len(samples)
+    _check_not_empty(count, spec)
+    arrays = []
+    for i, sample in enumerate(samples):
+        try:
+            a = np.asarray(sample)
+        except Exception as exc:
+            raise CalibrationError(
+                f"Calibration sample {i} of {count} could not be read as a numpy array "
+                f"({type(exc).__name__}: {exc}); expected one array per sample.",
+                sample=i,
+            ) from exc
+        check_sample(a, spec, i, count=count, stacked=False)
+        if np.issubdtype(a.dtype, np.inexact) and not np.isfinite(a).all():
+            raise _non_finite(a, spec, i, count)
+        arrays.append(a)
+    shapes = [a.shape for a in arrays]
+    if len(set(shapes)) == 1:
+        stacked = np.stack(arrays)
+        stacked.setflags(write=False)
+        return stacked
+    # Free dims (e.g. sequence length) may differ between samples, but not inside one batch.
+    for first in range(0, count, batch_size):
+        for i in range(first + 1, min(first + batch_size, count)):
+            if shapes[i] != shapes[first]:
+                raise CalibrationError(
+                    f"Calibration sample {i} of {count} has shape {_fmt_shape(shapes[i])} but sample "
+                    f"{first}, in the same batch of {batch_size}, has shape {_fmt_shape(shapes[first])}; "
+                    "expected equal shapes within a batch, since a batch is one stacked array. "
+                    "Use batch_size=1 or pad the samples to a common shape.",
+                    sample=i,
+                    expected=shapes[first],
+                    found=shapes[i],
+                )
+    copies = [a.copy() for a in arrays]
+    for a in copies:
+        a.setflags(write=False)
+    return copies
+
+
+def _check_fixed_batch(spec: InputSpec, batch_size: int, count: int) -> None:
+    """A model exported with a fixed batch size accepts only batches of exactly that size."""
+    fixed = spec.fixed_batch
+    if fixed is None:
+        return
+    if batch_size != fixed:
+        raise CalibrationError(
+            f"The model's input {spec.name!r} has a fixed batch dimension of {fixed} "
+            f"(shape {_fmt_shape(spec.shape)}); batch_size={batch_size} would feed batches "
+            f"of {batch_size}. Use batch_size={fixed}.",
+            expected=fixed,
+            found=batch_size,
+        )
+    if count % fixed:
+        raise CalibrationError(
+            f"{count} samples do not split into batches of {fixed}: the last would hold "
+            f"{count % fixed}, but the model's input {spec.name!r} has a fixed batch "
+            f"dimension of {fixed}. Use a multiple of {fixed} samples (e.g. the first "
+            f"{count - count % fixed}).",
+            expected=f"a multiple of {fixed} samples",
+            found=count,
+        )
+
+
+def _rank_hint(shape: tuple[int, ...], dims: tuple[Dim, ...], stacked: bool) -> str:
+    """The one-axis fix when there is one; else the layout restated."""
+
+    def fits(candidate: tuple[int, ...]) -> bool:
+        return len(candidate) == len(dims) and all(
+            not isinstance(d, int) or s == d for s, d in zip(candidate, dims, strict=True)
+        )
+
+    offset = 1 if stacked else 0  # the sample axis comes first in one array
+    what = "samples" if stacked else "sample"
+    if len(shape) + 1 == len(dims):
+        for k in range(len(dims)):
+            if fits(shape[:k] + (1,) + shape[k:]):
+                return f"An axis is missing: add it with np.expand_dims({what}, {k + offset})."
+    if len(shape) == len(dims) + 1:
+        for k in range(len(shape)):
+            if shape[k] == 1 and fits(shape[:k] + shape[k + 1 :]):
+                if k == 0 and not stacked:
+                    return (
+                        "Each sample seems to carry its own batch axis: pass np.concatenate(samples) "
+                        "or [s[0] for s in samples]."
+                    )
+                return f"There is an extra axis of size 1: drop it with np.squeeze({what}, {k + offset})."
+    if stacked:
+        return f"The first axis of samples is the sample axis; each sample's shape is {_fmt_shape(dims)}."
+    return f"Each sample must have shape {_fmt_shape(dims)}."
+
+
+def _non_finite(
+    sample: np.ndarray, spec: InputSpec, index: int, count: int, bad_samples: int | None = None
+) -> CalibrationError:
+    nan, inf = int(np.isnan(sample).sum()), int(np.isinf(sample).sum())
+    found = " and ".join(w for w, c in (("NaN", nan), ("inf", inf)) if c)
+    where = tuple(int(j) for j in np.argwhere(~np.isfinite(sample))[0])
+    total = "" if bad_samples is None else f" {bad_samples} of the {count} samples are not finite."
+    return CalibrationError(
+        f"Calibration sample {index} of {count} contains {found} ({nan + inf} of its {sample.size} values, "
+        f"the first at index {where}); the model's input {spec.name!r} expects finite values.{total} "
+        "Ranges calibrated on NaN/inf are meaningless: fix the source of the bad values or drop "
+        "those samples.",
+        sample=index,
+        expected="finite values",
+        found=found,
     )
 
 
 # --------------------------------------------------------------------------------------------
-# Readers
+# Readers: checked samples, fed through ONNX Runtime's protocol
 # --------------------------------------------------------------------------------------------
 class ArrayReader(CalibrationDataReader):
-    """Feed `samples` to one input of `model` in batches of `batch_size`, validated once up front.
+    """Feed `samples` to one input of `model` in batches of `batch_size`, checked once up front.
 
     `samples` is a numpy array whose first axis is the sample axis (e.g. (N, 1, 32, 32)) or a
     list of per-sample arrays (each e.g. (1, 32, 32)). `model` is the fp32 ONNX model to be
-    calibrated (path or ModelProto): its declared input fixes the dtype, rank and fixed dims every
-    sample must have. Any mismatch, NaN/inf or an empty set raises CalibrationError naming the
-    first bad sample. The reader feeds one input; a model with several required inputs needs a
-    reader that feeds them all.
+    calibrated (path or ModelProto): its declared input (`input_spec`) fixes the dtype, rank and
+    fixed dims every sample must have, and `check_samples` raises CalibrationError at the first
+    bad sample. The reader feeds one input; a model with several required inputs needs a reader
+    that feeds them all.
     """
 
     def __init__(
@@ -172,31 +469,26 @@ class ArrayReader(CalibrationDataReader):
         input_name: str | None = None,
         batch_size: int = 1,
     ):
-        if not _is_int(batch_size) or batch_size < 1:
-            raise CalibrationError(
-                f"batch_size must be an int >= 1 (samples per get_next() call); got {batch_size!r}. "
-                "Use batch_size=1, or a larger int to calibrate in fewer, bigger runs.",
-                expected="int >= 1",
-                found=batch_size,
-            )
+        _check_batch_size(batch_size)  # before the model is read: the cheapest mistake first
         self.batch_size = int(batch_size)
-        proto, self.model_path = _load_model(model)
-        self.input_name = self._pick_input(proto, input_name)
-        value = next(i for i in _graph_inputs(proto) if i.name == self.input_name)
-        self.dtype, self.input_shape = _input_spec(value)
-        # How to convert in fix-it hints: "samples" for one array, a comprehension for a list.
-        self._stacked_input = isinstance(samples, np.ndarray) or hasattr(samples, "__array__")
+        self.spec = input_spec(model, input_name)
+        self.model_path = None if isinstance(model, onnx.ModelProto) else Path(model)
+        self._samples = check_samples(samples, self.spec, batch_size=self.batch_size)
+        # None when free dims differ between samples (then _samples is a list of arrays).
+        self.sample_shape = self._samples.shape[1:] if isinstance(self._samples, np.ndarray) else None
+        self.rewind()
 
-        self._data: np.ndarray | None = None  # all samples in one array (equal shapes) ...
-        self._list: list[np.ndarray] | None = None  # ... or per-sample arrays (free dims differ)
-        self.sample_shape: tuple[int, ...] | None = None  # None when free dims differ between samples
-        if self._stacked_input:
-            self._init_array(samples)
-        else:
-            self._init_list(samples)
-        self._check_batch_dim()
-        self._start, self._stop = 0, self._n
-        self._pos = 0
+    @property
+    def input_name(self) -> str:
+        return self.spec.name
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.spec.dtype
+
+    @property
+    def input_shape(self) -> tuple[Dim, ...] | None:
+        return self.spec.shape
 
     # ---------------------------------------------------------------------------- the protocol
     def get_next(self) -> dict[str, np.ndarray] | None:
@@ -204,15 +496,13 @@ class ArrayReader(CalibrationDataReader):
         if self._pos >= self._stop:
             return None
         end = min(self._pos + self.batch_size, self._stop)
-        batch = (
-            self._data[self._pos : end] if self._data is not None else np.stack(self._list[self._pos : end])
-        )
+        batch = self._samples[self._pos : end]
         self._pos = end
-        return {self.input_name: batch}
+        return {self.spec.name: batch if isinstance(batch, np.ndarray) else np.stack(batch)}
 
     def rewind(self) -> None:
         """Start again from the first sample (and drop any set_range), so the reader can be reused."""
-        self._start, self._stop = 0, self._n
+        self._start, self._stop = 0, len(self)
         self._pos = 0
 
     def set_range(self, start_index: int, end_index: int) -> None:
@@ -221,267 +511,24 @@ class ArrayReader(CalibrationDataReader):
             raise CalibrationError(
                 f"set_range expects ints 0 <= start_index < end_index; got {start_index!r}, {end_index!r}."
             )
-        self._start, self._stop = int(start_index), min(int(end_index), self._n)
+        self._start, self._stop = int(start_index), min(int(end_index), len(self))
         self._pos = self._start
 
     def __len__(self) -> int:
         """The number of samples (not batches; see num_batches)."""
-        return self._n
+        return len(self._samples)
 
     @property
     def num_batches(self) -> int:
         """How many get_next() feeds one pass over all samples takes."""
-        return math.ceil(self._n / self.batch_size)
+        return math.ceil(len(self) / self.batch_size)
 
     def __repr__(self) -> str:
         shape = _fmt_shape(self.sample_shape) if self.sample_shape is not None else "(varying)"
         return (
-            f"{type(self).__name__}({self._n} samples of shape {shape}, {self.dtype.name}, "
+            f"{type(self).__name__}({len(self)} samples of shape {shape}, {self.dtype.name}, "
             f"input={self.input_name!r}, batch_size={self.batch_size}, num_batches={self.num_batches})"
         )
-
-    # ---------------------------------------------------------------------------- validation
-    def _pick_input(self, proto: onnx.ModelProto, input_name: str | None) -> str:
-        names = [i.name for i in _graph_inputs(proto)]
-        listed = ", ".join(repr(n) for n in names)
-        if not names:
-            raise CalibrationError(
-                "The model has no inputs to feed (every graph input is an initializer), so there is "
-                "nothing to calibrate. Check that this is the fp32 model you meant to quantize."
-            )
-        if input_name is None:
-            if len(names) > 1:
-                raise CalibrationError(
-                    f"The model has {len(names)} inputs ({listed}); expected one, or input_name to say "
-                    f"which one these samples feed. Pass e.g. input_name={names[0]!r}.",
-                    expected="input_name",
-                    found=names,
-                )
-            return names[0]
-        if input_name not in names:
-            raise CalibrationError(
-                f"The model has no input named {input_name!r}; its inputs are {listed}. "
-                f"Pass one of them as input_name.",
-                expected=names,
-                found=input_name,
-            )
-        return input_name
-
-    @property
-    def _expected_sample_dims(self) -> tuple[Dim, ...] | None:
-        return None if self.input_shape is None else self.input_shape[1:]
-
-    def _expected(self) -> str:
-        """'(N, 1, 32, 32), i.e. samples of shape (1, 32, 32)' for the messages."""
-        if self.input_shape is None:
-            return "a tensor of unknown shape"
-        return (
-            f"{_fmt_shape(self.input_shape)}, i.e. samples of shape {_fmt_shape(self._expected_sample_dims)}"
-        )
-
-    def _prefix(self, i: int) -> str:
-        return f"Calibration sample {i} of {self._n}"
-
-    def _init_array(self, samples: Any) -> None:
-        try:
-            array = np.asarray(samples)
-        except Exception as exc:
-            raise CalibrationError(
-                f"Could not read samples as a numpy array ({type(exc).__name__}: {exc}); expected a numpy "
-                "array whose first axis is the sample axis. Convert them with np.asarray(...) first."
-            ) from exc
-        if array.ndim == 0:
-            raise CalibrationError(
-                f"samples is a 0-d array (a single value of type {array.dtype}); expected an array whose "
-                f"first axis is the sample axis, shape (N, *sample_shape) with sample shape "
-                f"{_fmt_shape(self._expected_sample_dims or ())}.",
-                expected="an array with a sample axis",
-                found=array.shape,
-            )
-        self._n = len(array)
-        if self._n == 0:
-            raise CalibrationError(
-                _empty_message(self.input_name, _fmt_shape(self._expected_sample_dims or ())),
-                expected="at least one sample",
-                found=0,
-            )
-        # One array: dtype and shape are the same for every sample, so sample 0 speaks for all.
-        self._check_sample(0, array[0])
-        self._check_finite_array(array)
-        self._data = np.array(array, copy=True, order="C")  # our own copy: validated data stays valid
-        self._data.setflags(write=False)
-        self.sample_shape = tuple(array.shape[1:])
-
-    def _init_list(self, samples: Any) -> None:
-        if isinstance(samples, str | bytes | dict) or not isinstance(samples, Sequence):
-            raise CalibrationError(
-                f"samples must be a numpy array (first axis = samples) or a list of per-sample arrays; "
-                f"got {type(samples).__name__}. Materialise it with list(...) or np.stack(...).",
-                expected="numpy array or list of arrays",
-                found=type(samples).__name__,
-            )
-        self._n = len(samples)
-        if self._n == 0:
-            raise CalibrationError(
-                _empty_message(self.input_name, _fmt_shape(self._expected_sample_dims or ())),
-                expected="at least one sample",
-                found=0,
-            )
-        arrays = []
-        for i, sample in enumerate(samples):
-            try:
-                a = np.asarray(sample)
-            except Exception as exc:
-                raise CalibrationError(
-                    f"{self._prefix(i)} could not be read as a numpy array ({type(exc).__name__}: {exc}); "
-                    "expected one array per sample.",
-                    sample=i,
-                ) from exc
-            self._check_sample(i, a)
-            self._check_finite_sample(i, a)
-            arrays.append(a)
-        shapes = [a.shape for a in arrays]
-        if len(set(shapes)) == 1:
-            self._data = np.stack(arrays)
-            self._data.setflags(write=False)
-            self.sample_shape = shapes[0]
-            return
-        # Free dims (e.g. sequence length) may differ between samples, but not inside one batch.
-        for first in range(0, self._n, self.batch_size):
-            for i in range(first + 1, min(first + self.batch_size, self._n)):
-                if shapes[i] != shapes[first]:
-                    raise CalibrationError(
-                        f"{self._prefix(i)} has shape {_fmt_shape(shapes[i])} but sample {first}, in the "
-                        f"same batch of {self.batch_size}, has shape {_fmt_shape(shapes[first])}; "
-                        "expected equal shapes within a batch, since a batch is one stacked array. "
-                        "Use batch_size=1 or pad the samples to a common shape.",
-                        sample=i,
-                        expected=shapes[first],
-                        found=shapes[i],
-                    )
-        self._list = [a.copy() for a in arrays]
-        for a in self._list:
-            a.setflags(write=False)
-        self.sample_shape = None
-
-    def _check_sample(self, i: int, sample: np.ndarray) -> None:
-        """dtype, rank and fixed dims of one sample against the model's input."""
-        name = self.input_name
-        if sample.dtype != self.dtype:
-            target = _np_name(self.dtype)
-            how = (
-                f"samples.astype({target})"
-                if self._stacked_input
-                else f"[np.asarray(s, dtype={target}) for s in samples]"
-            )
-            raw = ""
-            if np.issubdtype(sample.dtype, np.integer) and np.issubdtype(self.dtype, np.floating):
-                raw = (
-                    " If these are raw pixels, apply the production preprocessing (scaling and "
-                    "normalisation) instead of only casting."
-                )
-            raise CalibrationError(
-                f"{self._prefix(i)} has dtype {sample.dtype}; the model's input {name!r} expects "
-                f"{self.dtype}. Convert with {how}.{raw}",
-                sample=i,
-                expected=self.dtype,
-                found=sample.dtype,
-            )
-        dims = self._expected_sample_dims
-        if dims is None:
-            return
-        shape = sample.shape
-        if len(shape) != len(dims):
-            raise CalibrationError(
-                f"{self._prefix(i)} has shape {_fmt_shape(shape)} (rank {len(shape)}), so a batch of "
-                f"it has rank {len(shape) + 1}; the model's input {name!r} expects rank "
-                f"{len(self.input_shape)}: {self._expected()}. {self._rank_hint(shape, dims)}",
-                sample=i,
-                expected=self.input_shape,
-                found=shape,
-            )
-        for axis, (size, dim) in enumerate(zip(shape, dims, strict=True)):
-            if not _dim_matches(size, dim):
-                raise CalibrationError(
-                    f"{self._prefix(i)} has shape {_fmt_shape(shape)}; the model's input {name!r} expects "
-                    f"{self._expected()} (axis {axis} of the sample is {size}, not {dim}). Resize, pad or "
-                    f"reorder the data the way production does so that each sample has shape "
-                    f"{_fmt_shape(dims)}.",
-                    sample=i,
-                    expected=self.input_shape,
-                    found=shape,
-                )
-
-    def _rank_hint(self, shape: tuple[int, ...], dims: tuple[Dim, ...]) -> str:
-        """Suggest the one-axis fix when there is one; else restate the layout."""
-        offset = 1 if self._stacked_input else 0  # the sample axis comes first in one array
-        what = "samples" if self._stacked_input else "sample"
-        if len(shape) + 1 == len(dims):
-            for k in range(len(dims)):
-                if _shape_matches(shape[:k] + (1,) + shape[k:], dims):
-                    return f"An axis is missing: add it with np.expand_dims({what}, {k + offset})."
-        if len(shape) == len(dims) + 1:
-            for k in range(len(shape)):
-                if shape[k] == 1 and _shape_matches(shape[:k] + shape[k + 1 :], dims):
-                    if k == 0 and not self._stacked_input:
-                        return (
-                            "Each sample seems to carry its own batch axis: pass np.concatenate(samples) "
-                            "or [s[0] for s in samples]."
-                        )
-                    return f"There is an extra axis of size 1: drop it with np.squeeze({what}, {k + offset})."
-        if self._stacked_input:
-            return f"The first axis of samples is the sample axis; each sample's shape is {_fmt_shape(dims)}."
-        return f"Each sample must have shape {_fmt_shape(dims)}."
-
-    def _non_finite(self, i: int, sample: np.ndarray, bad_samples: int | None) -> CalibrationError:
-        nan, inf = int(np.isnan(sample).sum()), int(np.isinf(sample).sum())
-        found = " and ".join(w for w, c in (("NaN", nan), ("inf", inf)) if c)
-        where = tuple(int(j) for j in np.argwhere(~np.isfinite(sample))[0])
-        total = "" if bad_samples is None else f" {bad_samples} of the {self._n} samples are not finite."
-        return CalibrationError(
-            f"{self._prefix(i)} contains {found} ({nan + inf} of its {sample.size} values, the first at "
-            f"index {where}); the model's input {self.input_name!r} expects finite values.{total} "
-            "Ranges calibrated on NaN/inf are meaningless: fix the source of the bad values or drop "
-            "those samples.",
-            sample=i,
-            expected="finite values",
-            found=found,
-        )
-
-    def _check_finite_array(self, array: np.ndarray) -> None:
-        if not np.issubdtype(array.dtype, np.inexact):
-            return
-        finite = np.isfinite(array.reshape(self._n, -1)).all(axis=1)
-        if not finite.all():
-            i = int(np.argmin(finite))
-            raise self._non_finite(i, array[i], int((~finite).sum()))
-
-    def _check_finite_sample(self, i: int, sample: np.ndarray) -> None:
-        if np.issubdtype(sample.dtype, np.inexact) and not np.isfinite(sample).all():
-            raise self._non_finite(i, sample, None)
-
-    def _check_batch_dim(self) -> None:
-        """A model exported with a fixed batch size accepts only batches of exactly that size."""
-        fixed = self.input_shape[0] if self.input_shape else None
-        if not isinstance(fixed, int):
-            return
-        if self.batch_size != fixed:
-            raise CalibrationError(
-                f"The model's input {self.input_name!r} has a fixed batch dimension of {fixed} "
-                f"(shape {_fmt_shape(self.input_shape)}); batch_size={self.batch_size} would feed batches "
-                f"of {self.batch_size}. Use batch_size={fixed}.",
-                expected=fixed,
-                found=self.batch_size,
-            )
-        if self._n % fixed:
-            raise CalibrationError(
-                f"{self._n} samples do not split into batches of {fixed}: the last would hold "
-                f"{self._n % fixed}, but the model's input {self.input_name!r} has a fixed batch "
-                f"dimension of {fixed}. Use a multiple of {fixed} samples (e.g. the first "
-                f"{self._n - self._n % fixed}).",
-                expected=f"a multiple of {fixed} samples",
-                found=self._n,
-            )
 
 
 class DatasetReader(ArrayReader):
@@ -673,13 +720,14 @@ def quantized_ranges(qdq_model: str | os.PathLike) -> dict[str, tuple[float, flo
     """The float values each per-tensor QuantizeLinear of a QDQ model stores without clipping:
     {tensor: (low, high)}.
 
-    low = (qmin - zero_point - 0.5) * scale and high = (qmax - zero_point + 0.5) * scale, for
-    uint8 or int8: a value inside rounds to a level within its half step; a value outside is
-    stored as the end level, with a larger error: it saturates. (The half step matters: the zero
-    point is rounded to an integer, so the calibrated minimum itself may sit a fraction of a step
-    outside the levels, and on images that minimum, the background, is most of the pixels.)
+    affine.clipping_range of the node's scale and zero point: the end levels widened by half a
+    step, (qmin - zero_point - 0.5) * scale to (qmax - zero_point + 0.5) * scale. A value inside
+    rounds to a level within half a step; a value outside is stored as the end level, with a larger
+    error: it saturates (is clipped).
     """
     from onnx import numpy_helper
+
+    from . import affine
 
     proto = onnx.load(str(qdq_model))
     init = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
@@ -691,11 +739,10 @@ def quantized_ranges(qdq_model: str | os.PathLike) -> dict[str, tuple[float, flo
         zero = init.get(node.input[2]) if len(node.input) > 2 else None
         if scale.size != 1:
             continue  # per-axis: a weight, not an activation
-        dtype = zero.dtype if zero is not None else np.dtype(np.uint8)
-        info = np.iinfo(dtype)
+        dtype = zero.dtype.name if zero is not None else "uint8"  # ONNX's default zero point: uint8 0
         z = int(zero.reshape(-1)[0]) if zero is not None else 0
-        s = float(scale.reshape(-1)[0])
-        ranges[node.input[0]] = ((info.min - z - 0.5) * s, (info.max - z + 0.5) * s)
+        low, high = affine.clipping_range(scale.reshape(-1)[0], z, dtype)
+        ranges[node.input[0]] = (float(low), float(high))
     return ranges
 
 

@@ -13,10 +13,12 @@ import json
 import math
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 
@@ -328,14 +330,21 @@ SPLITS = ("train", "calibration", "validation", "test")
 
 
 @lru_cache(maxsize=1)
-def split_indices() -> dict[str, np.ndarray]:
-    """Indices into the training file for train / calibration / validation (fixed seed)."""
+def split_indices() -> Mapping[str, np.ndarray]:
+    """Indices into the training file for train / calibration / validation (fixed seed).
+
+    Computed once per process and shared by every caller, so neither the mapping nor its
+    arrays can be written: a caller that wants to edit one takes a copy (`idx["train"].copy()`).
+    """
     rng = np.random.default_rng(SPLIT_SEED)
     order = rng.permutation(60000)
     validation = np.sort(order[:VALIDATION_SIZE])
     train = np.sort(order[VALIDATION_SIZE:])
     calibration = np.sort(rng.choice(train, size=CALIBRATION_POOL_SIZE, replace=False))
-    return {"train": train, "calibration": calibration, "validation": validation}
+    splits = {"train": train, "calibration": calibration, "validation": validation}
+    for indices in splits.values():
+        indices.setflags(write=False)
+    return MappingProxyType(splits)
 
 
 def load_split(name: str) -> tuple[np.ndarray, np.ndarray]:

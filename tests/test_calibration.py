@@ -13,7 +13,15 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
 
 import course_lib.data as data
-from course_lib.calibration import ArrayReader, CalibrationError, DatasetReader
+from course_lib.calibration import (
+    ArrayReader,
+    CalibrationError,
+    DatasetReader,
+    InputSpec,
+    check_sample,
+    check_samples,
+    input_spec,
+)
 
 
 def save_model(path, nodes, inputs, outputs, initializers=()):
@@ -430,6 +438,55 @@ def test_bad_samples_argument(models):
     error(
         ["samples must be a numpy array", "got generator"], ArrayReader, (s for s in images(2)), models.conv
     )
+
+
+# --------------------------------------------------------------------------------------------
+# The spec and the check on their own (what ArrayReader is built from)
+# --------------------------------------------------------------------------------------------
+def test_input_spec_reads_name_dtype_and_symbolic_dims(models):
+    conv = input_spec(models.conv)
+    assert conv == InputSpec("input", np.dtype(np.float32), ("N", 1, 4, 4))
+    assert conv.sample_shape == (1, 4, 4) and conv.fixed_batch is None
+    assert conv.describe() == "(N, 1, 4, 4), i.e. samples of shape (1, 4, 4)"
+    assert input_spec(models.seq) == InputSpec("ids", np.dtype(np.int64), ("N", "T"))
+    assert input_spec(models.fixed).fixed_batch == 1
+    assert input_spec(str(models.two), "b").name == "b"
+    error(["has 2 inputs ('a', 'b')"], input_spec, models.two)
+    assert ArrayReader(images(2), models.conv).spec == conv
+
+
+def test_check_samples_returns_a_read_only_copy(models):
+    spec = input_spec(models.conv)
+    x = images(3)
+    checked = check_samples(x, spec)
+    np.testing.assert_array_equal(checked, x)
+    assert checked is not x and not checked.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        checked[0, 0, 0, 0] = 1.0
+    seqs = check_samples([np.arange(n, dtype=np.int64) for n in (3, 5)], input_spec(models.seq))
+    assert [s.shape for s in seqs] == [(3,), (5,)] and not any(s.flags.writeable for s in seqs)
+
+
+def test_check_sample_names_the_index_it_is_given():
+    spec = InputSpec("input", np.dtype(np.float32), ("N", 1, 4, 4))
+    check_sample(np.zeros((1, 4, 4), np.float32), spec, 41, count=200)
+    err = error(
+        [
+            "Calibration sample 41 of 200 has dtype float64",
+            "the model's input 'input' expects float32",
+            "[np.asarray(s, dtype=np.float32) for s in samples]",
+        ],
+        check_sample,
+        np.zeros((1, 4, 4)),
+        spec,
+        41,
+        count=200,
+        stacked=False,
+    )
+    assert (err.sample, err.expected, err.found) == (41, np.float32, np.float64)
+    unknown = InputSpec("x", np.dtype(np.float32), None)  # no declared rank: any shape is accepted
+    check_sample(np.zeros((7, 2, 9), np.float32), unknown, 0, count=1)
+    assert unknown.describe() == "a tensor of unknown shape" and unknown.fixed_batch is None
 
 
 # --------------------------------------------------------------------------------------------

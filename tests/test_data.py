@@ -131,6 +131,22 @@ def test_splits_are_fixed_disjoint_and_sized():
         data.load_split("holdout")
 
 
+def test_a_caller_cannot_corrupt_the_cached_splits():
+    idx = data.split_indices()
+    first = idx["validation"][:5].copy()
+    with pytest.raises(ValueError, match="read-only"):
+        idx["validation"][0] = -1
+    with pytest.raises(TypeError):
+        idx["validation"] = np.arange(5)
+    again = data.split_indices()
+    assert again is idx and np.array_equal(again["validation"][:5], first)
+    mine = idx["train"].copy()  # a copy is the caller's own to edit
+    mine[0] = -1
+    assert data.split_indices()["train"][0] != -1
+    images, _ = data.load_split("validation")
+    assert len(images) == len(idx["validation"])  # load_split still indexes with the read-only arrays
+
+
 def test_moons_are_seeded_with_an_edge_set():
     a, b = data.load_moons(), data.load_moons()
     assert np.array_equal(a.x_train, b.x_train) and np.array_equal(a.x_edge, b.x_edge)

