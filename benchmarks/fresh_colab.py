@@ -42,7 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from course_lib import bundle, data, hardware, launch, release, runner  # noqa: E402
+from course_lib import data, hardware, release  # noqa: E402
+from course_lib.tooling import bundle, launch, runner  # noqa: E402
 
 # What a Colab CPU runtime has before the course is installed (its preinstalled packages that
 # course_lib depends on); everything else the setup cell's pip install brings.

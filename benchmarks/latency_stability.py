@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from course_lib import bench, data, hardware, measure  # noqa: E402
+from course_lib import data, hardware, measure, variants  # noqa: E402
 
 STANDALONE = r"""
 import json, sys
@@ -55,9 +55,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
     threads = args.threads or measure.physical_cores()
-    variant = bench.production_resnet_variant()
+    variant = variants.production_resnet_variant()
     print(f"CPU: {hardware.cpu_summary()}; {threads} threads; INT8 variant: {variant}")
-    paths = bench.build_resnet_variants(
+    paths = variants.build_resnet_variants(
         data.data_dir() / "benchmarks" / "latency", (variant,), log=lambda _: None
     )
     fp32, int8 = paths["fp32"], paths[variant]

@@ -1,19 +1,30 @@
 """course_lib: the helper library of the onnx-quant-course notebooks.
 
 It does the plumbing (data, training, caching, timing, plotting, widgets) so that the lessons
-can keep the quantization calls themselves in plain sight. One module per idea:
+can keep the quantization calls themselves in plain sight. One module per idea, each readable
+top to bottom. These are the library the lessons use:
 
-    data      Fashion-MNIST (sources, checksums, one preprocessing, splits) and two moons
-    models    the demo models: build, train, cache (atomic, verified), export to ONNX
-    calibration  CalibrationDataReaders that check what they feed (ArrayReader, DatasetReader)
-    measure   model facts, sessions and logits, latency, peak memory, parity, the results store
-              (a package: one module for each)
-    hardware  the CPU features that matter for INT8, ONNX Runtime's providers
-    kernels   what ONNX Runtime really runs: the optimized graph, its kernels, a profile, drawings
-    files     a file's SHA-256, writes that never leave half a file (imports no torch)
-    versions  the installed versions of Python and the course's libraries (imports no torch)
-    explorers the lessons' interactive explorers: plain computations and their ipywidgets
-              (imported by notebooks, never by the modules above)
+    data          Fashion-MNIST (sources, checksums, one preprocessing, splits), two moons, data directory
+    models        the demo models (two-moons MLP, ResNet18): build, train, cache (verified), export to ONNX
+    release       the trained models from a published release or a workshop bundle, verified before the cache
+    text_encoder  all-MiniLM-L6-v2: its published weights, the ONNX export, tokenized sentences, embeddings
+    affine        the INT8 encoding itself: scale, zero point, rounding as ONNX Runtime does it, error bounds
+    calibration   CalibrationDataReaders that check what they feed (ArrayReader, DatasetReader), ranges
+    variants      the ResNet18's INT8 variants (lessons 02-03's quantizer settings), built in one call
+    measure       model facts, sessions and logits, latency, peak memory, parity, the results store
+                  (a package: one module for each)
+    hardware      the CPU features that matter for INT8, ONNX Runtime's providers
+    kernels       what ONNX Runtime really runs: the optimized graph, its kernels, a profile, drawings
+    checks        the exercises' self-checks: each says whether an answer is right and, if not, why
+    explorers     the lessons' interactive explorers: plain computations and their ipywidgets
+                  (imported by notebooks, never by the modules above)
+    files         a file's SHA-256, writes that never leave half a file (imports no torch)
+    versions      the installed versions of Python and the course's libraries (imports no torch)
+    names         the names models and results are filed under (imports no torch)
+
+`tooling/` is the course's own production tooling (the command line, running the lessons, the
+report, the benchmark, the site, the bundle, the student edition, the release): it uses the
+modules above, and nothing here or in a lesson ever imports it.
 """
 
 import importlib
@@ -32,6 +43,7 @@ _MODULES = (
     "measure",
     "models",
     "text_encoder",
+    "variants",
 )
 _NAMES = {
     "calibration": ("ArrayReader", "CalibrationError", "DatasetReader"),
@@ -91,6 +103,7 @@ __all__ = [
     "kernels",
     "measure",
     "text_encoder",
+    "variants",
     "MODELS",
     "ChecksumError",
     "DataNotFoundError",

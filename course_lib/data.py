@@ -75,6 +75,17 @@ SPLIT_SEED = 20240607
 # --------------------------------------------------------------------------------------------
 # Where data lives
 # --------------------------------------------------------------------------------------------
+PACKAGE_DIR = Path(__file__).resolve().parent  # course_lib/: in a checkout, or in site-packages
+
+
+def source_checkout() -> Path | None:
+    """The course's folder when course_lib runs from it (a git checkout, an unpacked bundle): the
+    folder above the package, holding pyproject.toml and notebooks/. None after a pip install
+    (Colab), where the folder above the package is site-packages."""
+    root = PACKAGE_DIR.parent
+    return root if (root / "pyproject.toml").exists() and (root / "notebooks").is_dir() else None
+
+
 def data_dir() -> Path:
     """The course data directory: $COURSE_DATA_DIR, else `data/` in a checkout, else ~/.cache.
 
@@ -83,12 +94,10 @@ def data_dir() -> Path:
     env = os.environ.get(DATA_DIR_ENV)
     if env:
         path = Path(env).expanduser()
+    elif (checkout := source_checkout()) is not None:
+        path = checkout / "data"
     else:
-        checkout = Path(__file__).resolve().parent.parent
-        if (checkout / "pyproject.toml").exists() and (checkout / "notebooks").is_dir():
-            path = checkout / "data"
-        else:
-            path = Path.home() / ".cache" / "onnx-quant-course"
+        path = Path.home() / ".cache" / "onnx-quant-course"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -125,7 +134,8 @@ class DataSource:
     directory: Path
 
 
-def _candidate(directory: Path, stem: str) -> Path | None:
+def idx_file(directory: Path, stem: str) -> Path | None:
+    """The Fashion-MNIST file `stem` in `directory`, gzipped (preferred) or not; None if neither is there."""
     for name in (stem + ".gz", stem):
         if (directory / name).is_file():
             return directory / name
@@ -158,7 +168,7 @@ def verify_file(path: Path, key: str) -> bytes:
 
 
 def _complete(directory: Path) -> bool:
-    return all(_candidate(directory, stem) for stem, _, _ in FASHION_FILES.values())
+    return all(idx_file(directory, stem) for stem, _, _ in FASHION_FILES.values())
 
 
 def _torchvision_download(target: Path) -> Path:
@@ -236,7 +246,7 @@ def _parse_idx(raw: bytes, shape: tuple[int, ...]) -> np.ndarray:
 def _load_cached(directory: str, kind: str) -> FashionMNIST:
     arrays = {}
     for key, (stem, _, shape) in FASHION_FILES.items():
-        path = _candidate(Path(directory), stem)
+        path = idx_file(Path(directory), stem)
         arrays[key] = _parse_idx(verify_file(path, key), shape)
     for key in ("train_labels", "test_labels"):
         arrays[key] = arrays[key].astype(np.int64)

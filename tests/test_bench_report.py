@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from course_lib import bench, measure, report
+from course_lib import measure, models, text_encoder, variants
+from course_lib.tooling import bench, report
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ def test_the_quick_bench_writes_what_it_returns(quick):
 
 def test_unknown_variants_are_refused(tmp_path):
     with pytest.raises(ValueError, match="Unknown variant"):
-        bench.build_resnet_variants(tmp_path, ("static U4S4",))
+        variants.build_resnet_variants(tmp_path, ("static U4S4",))
 
 
 def test_the_mha_fast_path_is_put_back_after_the_block_also_after_an_exception():
@@ -90,8 +91,8 @@ def _known_result():
     )
     torch = _comparison("pytorch fp32", "onnxruntime fp32", [0.030] * 5, [0.010] * 5, 3.0, 2.8, 3.3)
     rows = [
-        bench._row("ResNet18", 8, int8, accuracy=0.9123, agreement=0.995, size_mb=11.23),
-        bench._row("ResNet18", 8, torch),
+        bench._row(models.RESNET18, 8, int8, accuracy=0.9123, agreement=0.995, size_mb=11.23),
+        bench._row(models.RESNET18, 8, torch),
     ]
     return bench.BenchResult(config={}, environment={}, rows=rows, seconds=12.0)
 
@@ -99,7 +100,7 @@ def _known_result():
 def test_a_row_carries_the_comparison_it_was_built_from():
     row = _known_result().rows[0]
     assert (row.model, row.batch, row.baseline, row.candidate) == (
-        "ResNet18",
+        "fashion_resnet18",
         8,
         "onnxruntime fp32",
         "static U8S8 per-channel",
@@ -131,7 +132,7 @@ def test_the_table_shows_each_row_on_one_line_in_its_columns():
 
 
 def test_a_recorded_bench_result_is_found_and_shown_by_the_report(private_data_dir, tmp_path, monkeypatch):
-    import course_lib.__main__ as cli
+    import course_lib.tooling.cli as cli
 
     monkeypatch.setattr(bench, "run", lambda config, out: _known_result())
     assert cli.bench(quick=True, out=tmp_path) == 0
@@ -144,13 +145,30 @@ def test_a_recorded_bench_result_is_found_and_shown_by_the_report(private_data_d
     markdown = report.write(tmp_path / "build")["markdown"].read_text()
     # The claim takes INT8 against fp32 only: the PyTorch row's higher interval is not claimed.
     assert (
-        " | best INT8/fp32 ratio measured: 2.50x (90% interval 2.20–2.90; ResNet18, "
+        " | best INT8/fp32 ratio measured: 2.50x (90% interval 2.20–2.90; fashion_resnet18, "
         "static U8S8 per-channel vs onnxruntime fp32, batch 8) |"
     ) in markdown
     assert (
-        "| ResNet18 | static U8S8 per-channel vs onnxruntime fp32, batch 8 | "
+        "| fashion_resnet18 | static U8S8 per-channel vs onnxruntime fp32, batch 8 | "
         "accuracy 91.23%; agreement 99.50%; speedup 2.5; speedup_high 2.9; speedup_low 2.2 |"
     ) in markdown
+
+
+def test_a_text_encoder_row_is_labelled_with_its_sequence_and_recorded_under_the_models_name(
+    private_data_dir,
+):
+    c = _comparison(
+        "onnxruntime fp32 (optimized)", "dynamic int8 per-channel", [0.01] * 5, [0.005] * 5, 2, 1.8, 2.2
+    )
+    row = bench._row(text_encoder.NAME, 16, c, sequence=128)
+    line = bench.table(bench.BenchResult(config={}, environment={}, rows=[row])).splitlines()[2]
+    assert row.label == "MiniLM-L6 (seq 128)" and line.startswith("MiniLM-L6 (seq 128)     16  dynamic int8")
+    bench.record_results(bench.BenchResult(config={}, environment={}, rows=[row]))
+    (entry,) = measure.load_results("bench")
+    assert (entry["model"], entry["variant"]) == (
+        "text_encoder",
+        "dynamic int8 per-channel vs onnxruntime fp32 (optimized), batch 16, seq 128",
+    )
 
 
 # ------------------------------------------------------------------ the report, from given entries
@@ -227,10 +245,16 @@ def test_the_hardware_claim_takes_the_best_lower_end_of_int8_against_fp32():
 
     entries = [
         _entry(
-            "bench", "ResNet18", "static U8S8 per-channel vs onnxruntime fp32, batch 64", speed(1.5, 1.4, 1.6)
+            "bench",
+            "fashion_resnet18",
+            "static U8S8 per-channel vs onnxruntime fp32, batch 64",
+            speed(1.5, 1.4, 1.6),
         ),
         _entry(
-            "bench", "ResNet18", "onnxruntime static U8S8 vs pytorch dynamic int8, batch 1", speed(5.4, 5, 6)
+            "bench",
+            "fashion_resnet18",
+            "onnxruntime static U8S8 vs pytorch dynamic int8, batch 1",
+            speed(5.4, 5, 6),
         ),
         _entry("05", "text_encoder", "dynamic int8 per-channel, seq 256", speed(1.9, 1.7, 2.0)),
         _entry("05", "text_encoder", "dynamic int8 per-channel, seq 16", speed(2.6, 1.1, 3.9)),  # noisy

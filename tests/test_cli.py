@@ -98,7 +98,7 @@ def test_run_executes_notebooks_and_prints_a_summary(tmp_path):
 
 
 def test_memory_watch_counts_processes_started_inside_it():
-    from course_lib.runner import MemoryWatch
+    from course_lib.tooling.runner import MemoryWatch
 
     child = "import numpy, time; a = numpy.ones(300 * 1024 * 1024 // 8); time.sleep(1.0)"
     with MemoryWatch(interval=0.1) as watch:

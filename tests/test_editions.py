@@ -9,8 +9,8 @@ import nbformat
 import pytest
 
 from conftest import ROOT
-from course_lib import editions
-from course_lib.runner import NotebookRun, execute_notebook, lesson_notebooks
+from course_lib.tooling import editions
+from course_lib.tooling.runner import NotebookRun, execute_notebook, lesson_notebooks
 
 NOTEBOOKS = lesson_notebooks(ROOT / "notebooks")
 

@@ -14,8 +14,8 @@ import nbformat
 import pytest
 
 from conftest import ROOT
-from course_lib import launch
-from course_lib.runner import lesson_notebooks
+from course_lib.tooling import launch
+from course_lib.tooling.runner import lesson_notebooks
 
 NOTEBOOKS = lesson_notebooks(ROOT / "notebooks")
 

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from conftest import ROOT
-from course_lib.runner import execute_notebook, lesson_notebooks
+from course_lib.tooling.runner import execute_notebook, lesson_notebooks
 
 NOTEBOOKS = lesson_notebooks(ROOT / "notebooks")
 BINDER_MEMORY_BYTES = 2 * 1024**3

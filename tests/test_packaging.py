@@ -128,13 +128,14 @@ def test_binder_post_build_runs_in_a_fresh_virtual_environment(tmp_path):
 
     import course_lib.data as data
     import course_lib.release as release
+    from course_lib.tooling.release import write_release
 
     repo = tmp_path / "repo"
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
     for name in tracked.stdout.splitlines():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, repo / name)  # keeps postBuild's executable bit
-    made = release.write_release(tmp_path / "release", package_file=repo / "course_lib" / "release.json")
+    made = write_release(tmp_path / "release", package_file=repo / "course_lib" / "release.json")
     fresh_data = tmp_path / "data"
     shutil.copytree(data.data_dir() / "models" / "text_encoder", fresh_data / "models" / "text_encoder")
     handler = partial(SimpleHTTPRequestHandler, directory=str(tmp_path / "release"))

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-import course_lib.bundle as bundle
 import course_lib.files as files
 import course_lib.models as models
 import course_lib.release as release
+import course_lib.tooling.bundle as bundle
+from course_lib.tooling.release import write_release
 
 NAME = "moons_mlp"
 REPOSITORY = "https://github.com/example/onnx-quant-course"
@@ -84,9 +85,7 @@ def mlp_release(private_data_dir, tmp_path, monkeypatch):
     models.ensure_model(NAME, progress=False, log=Log())
     out = tmp_path / "release"
     package_file = tmp_path / "release.json"
-    made = release.write_release(
-        out, names=[NAME], repository=REPOSITORY, package_file=package_file, log=Log()
-    )
+    made = write_release(out, names=[NAME], repository=REPOSITORY, package_file=package_file, log=Log())
     monkeypatch.setattr(release, "RELEASE_FILE", package_file)
     for path in models.model_files(NAME).values():
         path.unlink()
@@ -123,8 +122,8 @@ def test_a_release_records_every_file_and_is_reproducible(mlp_release, tmp_path)
 
 def test_the_same_cache_gives_the_same_archive_bytes(private_data_dir, tmp_path):
     models.ensure_model(NAME, progress=False, log=Log())
-    first = release.write_release(tmp_path / "a", names=[NAME], repository=REPOSITORY, package_file=None)
-    second = release.write_release(tmp_path / "b", names=[NAME], repository=REPOSITORY, package_file=None)
+    first = write_release(tmp_path / "a", names=[NAME], repository=REPOSITORY, package_file=None)
+    second = write_release(tmp_path / "b", names=[NAME], repository=REPOSITORY, package_file=None)
     assert first.sha256 == second.sha256  # the archive carries no timestamps or owners
     assert not (tmp_path / "no-release.json").exists()  # package_file=None writes no package file
 

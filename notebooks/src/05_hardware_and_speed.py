@@ -81,7 +81,7 @@ from IPython.display import Markdown, display
 from onnxruntime.quantization import QuantFormat, QuantType, quantize_dynamic, quantize_static
 
 import course_lib as cl
-from course_lib import affine, bench, calibration, hardware, kernels, measure
+from course_lib import affine, calibration, hardware, kernels, measure, variants
 from course_lib import text_encoder as te
 
 # ONNX Runtime's quantizer logs "Please consider to run pre-processing before quantization" for
@@ -126,13 +126,13 @@ print(f"{hardware.cpu_summary()}: U8S8 pair sums {'can' if SATURATES else 'canno
 # ## 2. Measuring properly
 #
 # Build the lessons' variants of the ResNet18 (the same `quantize_dynamic` / `quantize_static`
-# calls as lessons 02–03, collected in `course_lib.bench`):
+# calls as lessons 02–03, collected in `course_lib.variants`):
 
 # %%
-for name, (kind, options) in bench.RESNET_VARIANTS.items():
+for name, (kind, options) in variants.RESNET_VARIANTS.items():
     print(f"  {name:<38} {kind:<8} {options}")
-paths = bench.build_resnet_variants(work, tuple(bench.RESNET_VARIANTS), log=lambda _: None)
-BEST = bench.production_resnet_variant()  # lesson 03's choice for this CPU
+paths = variants.build_resnet_variants(work, tuple(variants.RESNET_VARIANTS), log=lambda _: None)
+BEST = variants.production_resnet_variant()  # lesson 03's choice for this CPU
 fp32, best = paths["fp32"], paths[BEST]
 test_images, test_labels = cl.load_split("test")
 x = cl.preprocess(test_images[:2000])

@@ -23,39 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
-from . import data, measure, models
+from .. import data, measure, models, text_encoder
+from ..variants import BEST_RESNET, RESNET_VARIANTS, build_resnet_variants, production_resnet_variant
+from . import keys
+from .paths import BUILD
 
-ROOT = Path(__file__).resolve().parent.parent
-
-# name -> (kind, quantize options). Static variants: QDQ unless quant_format says otherwise,
-# calibrated on 200 production-preprocessed images.
-RESNET_VARIANTS: dict[str, tuple[str, dict]] = {
-    "dynamic (QUInt8)": ("dynamic", {"weight_type": "QUInt8"}),
-    "static U8S8 per-channel": ("static", {"activation_type": "QUInt8", "per_channel": True}),
-    "static U8S8 per-channel reduce_range": (
-        "static",
-        {"activation_type": "QUInt8", "per_channel": True, "reduce_range": True},
-    ),
-    "static U8S8 per-tensor": ("static", {"activation_type": "QUInt8", "per_channel": False}),
-    "static S8S8 per-channel": ("static", {"activation_type": "QInt8", "per_channel": True}),
-    "static S8S8 per-channel reduce_range": (
-        "static",
-        {"activation_type": "QInt8", "per_channel": True, "reduce_range": True},
-    ),
-    "QOperator U8S8 per-channel": (
-        "static",
-        {"activation_type": "QUInt8", "per_channel": True, "quant_format": "QOperator"},
-    ),
-}
-BEST_RESNET = "static U8S8 per-channel"
-
-
-def production_resnet_variant() -> str:
-    """The variant lesson 03 ships on this CPU: U8S8 per-channel, with reduce_range where its kernels
-    can saturate (x86 without VNNI), as ONNX Runtime advises."""
-    from .hardware import u8s8_can_saturate
-
-    return f"{BEST_RESNET} reduce_range" if u8s8_can_saturate() else BEST_RESNET
+# The table's name for each model (the results store uses the models' own names).
+LABELS = {models.RESNET18: "ResNet18", text_encoder.NAME: "MiniLM-L6"}
+FP32 = keys.FP32_BASELINE  # "onnxruntime fp32": the baseline every INT8 variant is timed against
 
 
 @dataclass
@@ -105,6 +80,13 @@ class Row:
     accuracy: float | None = None  # the candidate's (ResNet18: test accuracy; text encoder: worst cosine)
     agreement: float | None = None
     size_mb: float | None = None
+    sequence: int | None = None  # the text encoder's sequence length
+
+    @property
+    def label(self) -> str:
+        """The model as the table names it: "ResNet18", "MiniLM-L6 (seq 128)"."""
+        name = LABELS.get(self.model, self.model)
+        return name if self.sequence is None else f"{name} (seq {self.sequence})"
 
 
 @dataclass
@@ -121,53 +103,6 @@ class BenchResult:
             "seconds": self.seconds,
             "rows": [asdict(r) for r in self.rows],
         }
-
-
-def _quant_types(options: dict) -> dict:
-    from onnxruntime.quantization import QuantFormat, QuantType
-
-    out = dict(options)
-    for key in ("activation_type", "weight_type"):
-        if key in out:
-            out[key] = QuantType[out[key]]
-    if "quant_format" in out:
-        out["quant_format"] = QuantFormat[out["quant_format"]]
-    return out
-
-
-def build_resnet_variants(
-    directory: Path, names: tuple[str, ...], log: Callable[[str], None] = print
-) -> dict:
-    """fp32 (pre-processed) and the named INT8 variants of the course ResNet18, written to `directory`."""
-    from onnxruntime.quantization import QuantFormat, QuantType, quantize_dynamic, quantize_static
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    from .calibration import DatasetReader
-
-    unknown = [n for n in names if n not in RESNET_VARIANTS]
-    if unknown:
-        raise ValueError(f"Unknown variant(s) {unknown}; choose from {', '.join(RESNET_VARIANTS)}.")
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = {"fp32": directory / "resnet18.fp32.onnx"}
-    quant_pre_process(str(models.ensure_onnx("fashion_resnet18")), str(paths["fp32"]))
-    reader = DatasetReader(paths["fp32"], count=200, batch_size=20)
-    for name in names:
-        kind, options = RESNET_VARIANTS[name]
-        out = directory / f"resnet18.{name.replace(' ', '_').replace('(', '').replace(')', '')}.onnx"
-        start = time.perf_counter()
-        if kind == "dynamic":
-            quantize_dynamic(paths["fp32"], out, **_quant_types(options))
-        else:
-            reader.rewind()
-            settings = {
-                "quant_format": QuantFormat.QDQ,
-                "weight_type": QuantType.QInt8,
-                **_quant_types(options),
-            }
-            quantize_static(paths["fp32"], out, reader, **settings)
-        log(f"  built {name} in {time.perf_counter() - start:.1f} s")
-        paths[name] = out
-    return paths
 
 
 def _row(model: str, batch: int, comparison: measure.LatencyComparison, **extra) -> Row:
@@ -207,7 +142,7 @@ def run(config: BenchConfig | None = None, out_dir: Path | None = None, log: Cal
 
 
 def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) -> BenchResult:
-    out_dir = Path(out_dir or ROOT / "build" / "bench")
+    out_dir = Path(out_dir or BUILD / "bench")
     start = time.perf_counter()
     result = BenchResult(config=asdict(config), environment=measure.environment_fingerprint())
     t = config.threads
@@ -223,7 +158,7 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
         p = measure.parity(ref, measure.logits(paths[name], x_all, threads=t), y)
         for batch in config.batch_sizes:
             c = measure.compare_latency(
-                {"onnxruntime fp32": paths["fp32"], name: paths[name]},
+                {FP32: paths["fp32"], name: paths[name]},
                 {"input": x_all[:batch]},
                 threads=t,
                 warmup=config.warmup,
@@ -231,7 +166,7 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
             )
             result.rows.append(
                 _row(
-                    "ResNet18",
+                    models.RESNET18,
                     batch,
                     c,
                     accuracy=p.candidate_accuracy,
@@ -245,7 +180,7 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
     if config.pytorch:
         import torch
 
-        trained = models.load_model("fashion_resnet18", train=False, log=log)
+        trained = models.load_model(models.RESNET18, train=False, log=log)
         threads = t or measure.physical_cores()
         torch_fp32 = measure.TorchRunner(
             trained.module.eval(), ["input"], threads=threads, name="pytorch fp32"
@@ -276,7 +211,7 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
                     warmup=config.warmup,
                     runs=config.runs,
                 )
-                result.rows.append(_row("ResNet18", batch, c))
+                result.rows.append(_row(models.RESNET18, batch, c))
                 log(f"  onnxruntime {onnx_name} vs {runner.name}, batch {batch}: {c.speedup:.2f}x")
 
     if config.text_encoder:
@@ -309,10 +244,8 @@ def _bench_text_encoder(config: BenchConfig, directory: Path, log: Callable[[str
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from . import text_encoder as te
-
     log("all-MiniLM-L6-v2: dynamic INT8 against the optimized fp32 graph …")
-    paths = te.ensure_onnx(log=log)
+    paths = text_encoder.ensure_onnx(log=log)
     int8 = directory / "text_encoder.int8.per_channel.onnx"
     quantize_dynamic(
         paths["optimized"],
@@ -321,29 +254,39 @@ def _bench_text_encoder(config: BenchConfig, directory: Path, log: Callable[[str
         per_channel=True,
         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
     )
-    feed = te.encode(te.load_sentences(max(64, max(config.text_batches))), max_length=config.text_sequence)
-    ref = te.onnx_embed(paths["optimized"], feed)
-    cos_min = float((ref * te.onnx_embed(int8, feed)).sum(1).min())
+    feed = text_encoder.encode(
+        text_encoder.load_sentences(max(64, max(config.text_batches))), max_length=config.text_sequence
+    )
+    ref = text_encoder.onnx_embed(paths["optimized"], feed)
+    cos_min = float((ref * text_encoder.onnx_embed(int8, feed)).sum(1).min())
     rows = []
     t = config.threads
     threads = t or measure.physical_cores()
-    torch_fp32 = te.load_torch_model()
+    torch_fp32 = text_encoder.load_torch_model()
     torch_int8 = torch.ao.quantization.quantize_dynamic(torch_fp32, {torch.nn.Linear}, dtype=torch.qint8)
     runners = {
-        "fp32": measure.TorchRunner(torch_fp32, te.INPUT_NAMES, threads=threads, name="pytorch fp32"),
-        "int8": measure.TorchRunner(torch_int8, te.INPUT_NAMES, threads=threads, name="pytorch dynamic int8"),
+        "fp32": measure.TorchRunner(
+            torch_fp32, text_encoder.INPUT_NAMES, threads=threads, name="pytorch fp32"
+        ),
+        "int8": measure.TorchRunner(
+            torch_int8, text_encoder.INPUT_NAMES, threads=threads, name="pytorch dynamic int8"
+        ),
     }
-    model = f"MiniLM-L6 (seq {config.text_sequence})"
+    seq = config.text_sequence
     for batch in config.text_batches:
         batch_feed = {k: v[:batch] for k, v in feed.items()}
         c = measure.compare_latency(
-            {"onnxruntime fp32 (optimized)": paths["optimized"], "dynamic int8 per-channel": int8},
+            {f"{FP32} (optimized)": paths["optimized"], "dynamic int8 per-channel": int8},
             batch_feed,
             threads=t,
             warmup=config.warmup,
             runs=config.text_runs,
         )
-        rows.append(_row(model, batch, c, accuracy=cos_min, size_mb=int8.stat().st_size / 1e6))
+        rows.append(
+            _row(
+                text_encoder.NAME, batch, c, accuracy=cos_min, size_mb=int8.stat().st_size / 1e6, sequence=seq
+            )
+        )
         log(f"  dynamic int8 per-channel, batch {batch}: {c.speedup:.2f}x fp32")
         if config.pytorch:
             for kind, onnx_path in (("fp32", paths["optimized"]), ("int8", int8)):
@@ -355,7 +298,7 @@ def _bench_text_encoder(config: BenchConfig, directory: Path, log: Callable[[str
                         warmup=config.warmup,
                         runs=config.text_runs,
                     )
-                rows.append(_row(model, batch, c))
+                rows.append(_row(text_encoder.NAME, batch, c, sequence=seq))
                 log(f"  onnxruntime {kind} vs {runners[kind].name}, batch {batch}: {c.speedup:.2f}x")
     return rows
 
@@ -369,7 +312,7 @@ def table(result: BenchResult) -> str:
     lines = [head, "-" * len(head)]
     for r in result.rows:
         lines.append(
-            f"{r.model:<20} {r.batch:>5}  {r.candidate:<38} {r.baseline:<30} {r.baseline_ms:>8.2f} "
+            f"{r.label:<20} {r.batch:>5}  {r.candidate:<38} {r.baseline:<30} {r.baseline_ms:>8.2f} "
             f"{r.candidate_ms:>8.2f} {f'{r.candidate_p10_ms:.2f}-{r.candidate_p90_ms:.2f}':>15} "
             f"{r.speedup:>5.2f}x {f'{r.speedup_low:.2f}-{r.speedup_high:.2f}':>11} "
             f"{'' if r.accuracy is None else f'{r.accuracy:.4f}':>7} "
@@ -397,7 +340,7 @@ def plot(result: BenchResult, path: Path) -> Path:
     err = np.array([[r.speedup - r.speedup_low for r in rows], [r.speedup_high - r.speedup for r in rows]])
     ax.barh(y, ratios, xerr=err, color=["tab:green" if v >= 1 else "tab:red" for v in ratios], alpha=0.8)
     ax.axvline(1.0, color="black", lw=0.8)
-    ax.set_yticks(y, [f"{r.model}, b{r.batch}: {r.candidate} vs {r.baseline}" for r in rows], fontsize=7)
+    ax.set_yticks(y, [f"{r.label}, b{r.batch}: {r.candidate} vs {r.baseline}" for r in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("speed ratio (baseline time / candidate time)")
     fig.tight_layout()
@@ -405,3 +348,21 @@ def plot(result: BenchResult, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def record_results(result: BenchResult) -> None:
+    """Put each comparison into the results store, where the course report reads its ratios."""
+    for row in result.rows:
+        measure.record(
+            lesson=keys.BENCH,
+            model=row.model,
+            variant=f"{row.candidate} vs {row.baseline}, batch {row.batch}"
+            + ("" if row.sequence is None else f", seq {row.sequence}"),
+            metrics={
+                "speedup": row.speedup,
+                "speedup_low": row.speedup_low,
+                "speedup_high": row.speedup_high,
+                "accuracy": row.accuracy,
+                "agreement": row.agreement,
+            },
+        )

@@ -44,10 +44,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-TOP = "onnx-quant-course"  # the one folder at the top of the archive
-DEFAULT_OUT = ROOT / "build" / "onnx-quant-course-bundle.zip"
-MANIFEST = "MANIFEST.json"
+from .. import release
+from .paths import BUILD, ROOT
+
+TOP = release.BUNDLE_TOP  # the one folder at the top of the archive
+MANIFEST = release.BUNDLE_MANIFEST
+DEFAULT_OUT = BUILD / "onnx-quant-course-bundle.zip"
 START = "START-OFFLINE.md"
 MANIFEST_FORMAT = 1
 PREPARE = "python -m course_lib prepare"
@@ -132,7 +134,7 @@ def _git_files(root: Path) -> list[Path] | None:
 
 def _data_entries() -> tuple[list[Entry], dict]:
     """The four verified Fashion-MNIST files, placed in data/fashion-mnist/ whatever their source."""
-    from . import data
+    from .. import data
 
     try:
         source = data.find_fashion_mnist(download=False)
@@ -143,14 +145,14 @@ def _data_entries() -> tuple[list[Entry], dict]:
         ) from exc
     entries = []
     for key, (stem, _, _) in data.FASHION_FILES.items():
-        path = data._candidate(source.directory, stem)
+        path = data.idx_file(source.directory, stem)
         data.verify_file(path, key)  # raises ChecksumError, naming the fix
         entries.append(Entry(f"data/fashion-mnist/{path.name}", path, kind="data"))
     return entries, {"kind": source.kind, "directory": str(source.directory)}
 
 
 def _not_prepared(what: str, problem: str) -> BundleError:
-    from . import data
+    from .. import data
 
     return BundleError(
         f"The bundle needs the prepared models, but {what} in {data.data_dir() / 'models'} cannot be used: "
@@ -164,7 +166,7 @@ def _model_entries() -> tuple[list[Entry], dict]:
     Only verified cache entries go in, so the unpacked copy never trains or exports anything.
     The results store and lock files live elsewhere and are left out.
     """
-    from . import files, models, text_encoder
+    from .. import files, models, text_encoder
 
     entries: list[Entry] = []
     summary: dict = {}
@@ -184,12 +186,12 @@ def _model_entries() -> tuple[list[Entry], dict]:
         entries += [
             Entry(
                 f"{folder}/weights.pt",
-                models._weights_path(name),
+                models.weights_path(name),
                 kind="model",
                 expected_sha256=meta["weights_sha256"],
             ),
             Entry(f"{folder}/{onnx_file.name}", onnx_file, kind="model", expected_sha256=onnx_meta["sha256"]),
-            Entry(f"{folder}/meta.json", models._meta_path(name), kind="model"),
+            Entry(f"{folder}/meta.json", models.meta_path(name), kind="model"),
         ]
         summary[name] = {"test_accuracy": meta["test_accuracy"], "trained_at": meta.get("trained_at")}
     status = text_encoder.cache_status()
@@ -203,7 +205,7 @@ def _model_entries() -> tuple[list[Entry], dict]:
                 f"{folder}/{path.name}", path, kind="model", expected_sha256=te_meta["files"][kind]["sha256"]
             )
         )
-    entries.append(Entry(f"{folder}/meta.json", text_encoder._meta_path(), kind="model"))
+    entries.append(Entry(f"{folder}/meta.json", text_encoder.meta_path(), kind="model"))
     summary[text_encoder.NAME] = {"files": sorted(p.name for p in text_encoder.onnx_paths().values())}
     return entries, summary
 
@@ -251,7 +253,7 @@ def download_wheels(dest: Path, requirements: Sequence[str], pip_args: Sequence[
 
 def _versions(root: Path) -> dict[str, str]:
     names = [re.split(r"[\s<>=!~\[;(]", req, maxsplit=1)[0] for req in project_requirements(root, extras=())]
-    from .versions import package_version
+    from ..versions import package_version
 
     return {name: package_version(name) for name in ["pip", *names]}
 
@@ -386,7 +388,7 @@ def write_bundle(
     """
     from tqdm.auto import tqdm
 
-    from . import files, versions
+    from .. import files, versions
 
     out, root = Path(out).resolve(), Path(root).resolve()
     if out.suffix.lower() != ".zip":
@@ -466,15 +468,11 @@ def write_bundle(
 
 
 def read_manifest(archive: Path) -> dict:
-    """The manifest of a bundle, without unpacking anything else."""
+    """The manifest of a bundle, without unpacking anything else (as `release` reads it to install models)."""
     try:
-        with zipfile.ZipFile(archive) as zf:
-            return json.loads(zf.read(f"{TOP}/{MANIFEST}"))
-    except (OSError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
-        raise BundleError(
-            f"{archive} is not a readable course bundle ({type(exc).__name__}: {exc}). "
-            f"Copy it again, or make a new one with `python -m course_lib bundle`."
-        ) from exc
+        return release.bundle_manifest(archive)
+    except release.ReleaseError as exc:
+        raise BundleError(str(exc)) from exc
 
 
 def verify_bundle(archive: Path) -> dict:

@@ -14,23 +14,35 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import hardware, measure
-
-ROOT = Path(__file__).resolve().parent.parent
+from .. import hardware, measure
+from . import keys
+from .paths import BUILD
 
 LESSON_TITLES = {
     "02": "02 · dynamic quantization",
     "03": "03 · static QDQ and calibration",
     "04": "04 · parity",
     "05": "05 · hardware and speed",
-    "bench": "the benchmark (python -m course_lib bench)",
+    keys.BENCH: "the benchmark (python -m course_lib bench)",
 }
 
 Latest = dict[tuple[str, str, str], dict]  # (lesson, model, variant) -> entry
 
 
-def _metric(latest: Latest, lesson: str, model: str, variant: str, key: str):
-    entry = latest.get((lesson, model, variant))
+def _entry(latest: Latest, read: keys.Read, variant: str | None = None) -> dict | None:
+    """The newest entry for one of `read`'s variants (default: its first)."""
+    variant = read.variants[0] if variant is None else variant
+    if variant not in read.variants:
+        raise ValueError(
+            f"The report reads {read} but asked for the variant {variant!r}; declare it in keys.py."
+        )
+    return latest.get((read.lesson, read.model, variant))
+
+
+def _metric(latest: Latest, read: keys.Read, key: str, variant: str | None = None):
+    if key not in read.metrics:
+        raise ValueError(f"The report reads {read} but asked for the metric {key!r}; declare it in keys.py.")
+    entry = _entry(latest, read, variant)
     return None if entry is None else entry.get("metrics", {}).get(key)
 
 
@@ -49,11 +61,10 @@ class Claim:
 
 
 def _text_encoder(latest: Latest) -> str | None:
-    speed = _metric(latest, "02", "text_encoder", "dynamic int8 per-channel", "speedup_vs_optimized_b16")
-    cos = _metric(latest, "02", "text_encoder", "dynamic int8 per-channel", "cos_min")
-    size = ((latest.get(("02", "text_encoder", "dynamic int8 per-channel")) or {}).get("file") or {}).get(
-        "bytes"
-    )
+    read = keys.TEXT_ENCODER_DYNAMIC
+    speed = _metric(latest, read, "speedup_vs_optimized_b16")
+    cos = _metric(latest, read, "cos_min")
+    size = ((_entry(latest, read) or {}).get("file") or {}).get("bytes")
     if speed is None:
         return None
     return f"{speed:.2f}x the optimized fp32 graph at batch 16, seq 128; worst cosine {cos:.4f}" + (
@@ -62,27 +73,24 @@ def _text_encoder(latest: Latest) -> str | None:
 
 
 def _resnet_dynamic(latest: Latest) -> str | None:
-    speed = _metric(latest, "02", "fashion_resnet18", "dynamic int8", "speedup_b32")
-    fp, q = (
-        _metric(latest, "02", "fashion_resnet18", "dynamic int8", k)
-        for k in ("fp32_accuracy", "int8_accuracy")
-    )
+    read = keys.RESNET_DYNAMIC
+    speed = _metric(latest, read, "speedup_b32")
+    fp, q = (_metric(latest, read, k) for k in ("fp32_accuracy", "int8_accuracy"))
     if speed is None:
         return None
     return f"{speed:.2f}x fp32 at batch 32; accuracy {fp:.2%} → {q:.2%} (500 validation images)"
 
 
 def _mlp_dynamic(latest: Latest) -> str | None:
-    speed = _metric(latest, "02", "moons_mlp", "dynamic int8", "speedup")
+    speed = _metric(latest, keys.MLP_DYNAMIC, "speedup")
     return _fmt(speed, ".2f", "x fp32 on the two-moons MLP (500 points, 1 thread)")
 
 
-def _production(latest: Latest, lesson: str, full: str, reduced: str) -> str:
-    """The variant a lesson shipped on the machine that ran it: `reduced` (reduce_range) where that
-    machine's U8S8 kernels can saturate (x86 without VNNI), else `full`."""
-    entry = latest.get((lesson, "fashion_resnet18", full)) or latest.get(
-        (lesson, "fashion_resnet18", reduced)
-    )
+def _production(latest: Latest, read: keys.Read) -> str:
+    """The variant a lesson shipped on the machine that ran it: `read`'s second variant (reduce_range)
+    where that machine's U8S8 kernels can saturate (x86 without VNNI), else its first."""
+    full, reduced = read.variants
+    entry = _entry(latest, read, full) or _entry(latest, read, reduced)
     env = (entry or {}).get("environment")
     if env is None:
         return full
@@ -90,19 +98,19 @@ def _production(latest: Latest, lesson: str, full: str, reduced: str) -> str:
 
 
 def _static_resnet(latest: Latest) -> str | None:
-    variant = _production(latest, "03", "QDQ U8S8", "QDQ U8S8, reduce_range")
-    speed = _metric(latest, "03", "fashion_resnet18", variant, "speedup_b64")
-    size = _metric(latest, "03", "fashion_resnet18", variant, "size_ratio")
+    read = keys.RESNET_STATIC
+    variant = _production(latest, read)
+    speed = _metric(latest, read, "speedup_b64", variant)
+    size = _metric(latest, read, "size_ratio", variant)
     if speed is None:
         return None
     return f"static {variant} per-channel ResNet18: {speed:.2f}x fp32 at batch 64, file {size:.3f} of fp32"
 
 
 def _acceptance(latest: Latest) -> str | None:
-    variant = _production(latest, "04", "per-channel", "per-channel, reduce_range")
-    acc = _metric(latest, "04", "fashion_resnet18", variant, "accuracy")
-    fp = _metric(latest, "04", "fashion_resnet18", variant, "fp32_accuracy")
-    agree = _metric(latest, "04", "fashion_resnet18", variant, "agreement")
+    read = keys.RESNET_ACCEPTED
+    variant = _production(latest, read)
+    acc, fp, agree = (_metric(latest, read, k, variant) for k in ("accuracy", "fp32_accuracy", "agreement"))
     if acc is None:
         return None
     return f"{variant} static ResNet18: {100 * (fp - acc):+.2f} points, agreement {agree:.2%} (10,000 test images)"
@@ -113,19 +121,23 @@ def _cpu_speedup(latest: Latest) -> str | None:
 
     The largest median would pick whichever comparison was luckiest: on 2 shared cores one noisy
     comparison can double a ratio. Ratios recorded without an interval cannot be claimed."""
+    speedup, low, high = keys.SPEED
     found = [  # INT8 against fp32 only: the bench also sets ONNX Runtime against PyTorch
         (key, e["metrics"])
         for key, e in latest.items()
-        if (key[0] == "05" or (key[0] == "bench" and "vs onnxruntime fp32" in key[2]))
-        and e.get("metrics", {}).get("speedup") is not None
-        and e["metrics"].get("speedup_low") is not None
+        if (
+            key[0] == keys.SPEED_05.lesson
+            or (key[0] == keys.SPEED_BENCH.lesson and f"vs {keys.FP32_BASELINE}" in key[2])
+        )
+        and e.get("metrics", {}).get(speedup) is not None
+        and e["metrics"].get(low) is not None
     ]
     if not found:
         return None
-    key, m = max(found, key=lambda kv: kv[1]["speedup_low"])
+    key, m = max(found, key=lambda kv: kv[1][low])
     return (
-        f"best INT8/fp32 ratio measured: {m['speedup']:.2f}x (90% interval {m['speedup_low']:.2f}–"
-        f"{m['speedup_high']:.2f}; {key[1]}, {key[2]})"
+        f"best INT8/fp32 ratio measured: {m[speedup]:.2f}x (90% interval {m[low]:.2f}–"
+        f"{m[high]:.2f}; {key[1]}, {key[2]})"
     )
 
 
@@ -286,7 +298,7 @@ def to_html(report: dict) -> str:
 
 def write(out_dir: Path | None = None, entries: list[dict] | None = None) -> dict[str, Path]:
     """Write report.md and report.html under `out_dir` (default build/); return their paths."""
-    out_dir = Path(out_dir or ROOT / "build")
+    out_dir = Path(out_dir or BUILD)
     out_dir.mkdir(parents=True, exist_ok=True)
     report = build(entries)
     paths = {"markdown": out_dir / "report.md", "html": out_dir / "report.html"}

@@ -116,9 +116,9 @@ def run_record(results: list, prepare_seconds: float | None = None) -> dict:
     import platform
     from datetime import UTC, datetime
 
+    from ..hardware import cpu_report
+    from ..versions import package_version as version
     from .bundle import git_commit
-    from .hardware import cpu_report
-    from .versions import package_version as version
 
     git = git_commit()
     commit = git.get("git_commit", "")[:7]
@@ -162,7 +162,7 @@ def check_record(record: dict, lessons: list[str]) -> None:
 
 def timings_table(record: dict) -> str:
     """The guide's table: each lesson's run time and peak memory, with the machine that measured them."""
-    from .measure import markdown_table
+    from ..measure import markdown_table
 
     def duration(seconds: float) -> str:
         minutes, seconds = divmod(round(seconds), 60)

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING
 
 import nbformat
 
+from .paths import BUILD, ROOT
 from .runner import lesson_notebooks
 
 if TYPE_CHECKING:
     from sphinx.application import Sphinx
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = ROOT / "build" / "site"
+DEFAULT_OUT = BUILD / "site"
 VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 STATE_MIME = "application/vnd.jupyter.widget-state+json"
 NOTE_CLASS = "course-widget-note"
@@ -228,7 +228,7 @@ def static_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 # The book
 # --------------------------------------------------------------------------------------------
 CONFIG = """\
-# Written by course_lib/site.py for one build; edit that file, not this one.
+# Written by course_lib/tooling/site.py for one build; edit that file, not this one.
 title: onnx-quant-course
 author: the onnx-quant-course authors
 only_build_toc_files: true
@@ -247,7 +247,7 @@ launch_buttons:
   notebook_interface: jupyterlab
   thebe: false
 sphinx:
-  extra_extensions: [sphinx-mathjax-offline, course_lib.site]
+  extra_extensions: [sphinx-mathjax-offline, course_lib.tooling.site]
   recursive_update: true  # merge html_theme_options below into jupyter-book's own
   config:
     html_show_copyright: false
@@ -396,7 +396,7 @@ def build_site(
         for stem, nb in notebooks.items():
             nbformat.write(nb, src / f"{stem}.ipynb")
         html_dir = Path(tmp) / "html"
-        code = "import sys; from course_lib.site import _run_sphinx; sys.exit(_run_sphinx(sys.argv[1], sys.argv[2]))"
+        code = "import sys; from course_lib.tooling.site import _run_sphinx; sys.exit(_run_sphinx(sys.argv[1], sys.argv[2]))"
         env = {**os.environ, "PYTHONWARNINGS": "ignore"}
         done = subprocess.run(
             [sys.executable, "-c", code, str(src), str(html_dir)],

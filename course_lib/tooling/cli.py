@@ -1,0 +1,490 @@
+"""Command line: `python -m course_lib prepare | doctor | run | bench | report`.
+
+Each command is one function below, taking the command's options as arguments; `main` parses
+the command line and calls it (`set_defaults(func=...)`). `python -m course_lib` runs `main`
+(course_lib/__main__.py). The commands:
+
+prepare  data, demo models and their ONNX files (idempotent: reuses what is cached and valid)
+doctor   library versions, CPU features for INT8, data source, cached models, what to do next
+run      prepare, then execute every lesson notebook into build/, print a summary, write the report
+bench    every INT8 variant against fp32 (and ONNX Runtime against PyTorch), one interleaved run
+report   what the seeds claim beside what this machine measured: build/report.md and .html
+student  the student edition: every lesson without its exercise solutions, under build/student/
+bundle   one .zip for a room without internet: the course, Fashion-MNIST, the prepared models
+site     the executed lessons and the report as a static HTML site in build/site/ (jupyter-book)
+timings  the instructor guide's table of run times and peak memory, from build/run.json
+launch   regenerate the Colab/Binder badges and setup cells from pyproject.toml's address (--check)
+release  the release files: the trained models in one archive and its manifest, and course_lib/release.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from .paths import BUILD, ROOT
+from .runner import DEFAULT_TIMEOUT
+
+MODEL_ORDER = ("moons_mlp", "fashion_resnet18")
+
+
+def _fmt_seconds(s: float) -> str:
+    return f"{s:.1f} s" if s < 90 else f"{s / 60:.1f} min"
+
+
+def _source_line(meta: dict) -> str:
+    """Where a cached model came from, in words (recorded in its metadata)."""
+    source = meta.get("source") or {}
+    kind = source.get("kind")
+    if kind == "release download":
+        return f"downloaded from {source['url']} (SHA-256 {source['sha256'][:12]}…, trained on {source.get('trained_on')})"
+    if kind in ("release archive", "workshop bundle"):
+        return f"installed from the {kind} {source['path']} (trained on {source.get('trained_on')})"
+    if kind == "trained here":
+        return f"trained here on {source.get('device')}"
+    return "trained here (before the course recorded sources)"
+
+
+def prepare(progress: bool = True, archive: Path | None = None) -> dict:
+    """Make data, trained models and ONNX files available; say what was done and how long it took."""
+    from .. import data, models
+
+    report: dict = {"steps": []}
+    t_all = time.perf_counter()
+
+    t0 = time.perf_counter()
+    ds = data.load_fashion_mnist()
+    msg = (
+        f"Fashion-MNIST: {len(ds.train_images):,} training + {len(ds.test_images):,} test images from the "
+        f"{ds.source.kind} ({ds.source.directory}), checksums verified [{_fmt_seconds(time.perf_counter() - t0)}]"
+    )
+    print(msg, flush=True)
+    report["data_source"] = ds.source.kind
+
+    t0 = time.perf_counter()
+    got = models.ensure_models(MODEL_ORDER, progress=progress, archive=archive)
+    for name, trained in got.items():
+        path = models.onnx_path(name)
+        action = str(trained.origin) + (", exported to ONNX" if trained.exported else "")
+        line = (
+            f"{name}: {action}; {_source_line(trained.meta)}; test accuracy {trained.test_accuracy:.2%}; "
+            f"ONNX {path.name} {path.stat().st_size / 1e6:.2f} MB, parity max |diff| "
+            f"{trained.meta['onnx']['parity_max_abs_diff']:.1e}"
+        )
+        print(line, flush=True)
+        report["steps"].append(
+            {"model": name, "action": str(trained.origin), "test_accuracy": trained.test_accuracy}
+        )
+    print(f"demo models ready [{_fmt_seconds(time.perf_counter() - t0)}]", flush=True)
+    t0 = time.perf_counter()
+    from .. import text_encoder
+
+    status = text_encoder.cache_status()
+    paths = text_encoder.ensure_onnx()
+    te_meta = text_encoder.read_meta()
+    action = "cached" if status == "ok" else f"exported and optimized ({status})"
+    sizes = ", ".join(f"{p.name} {p.stat().st_size / 1e6:.1f} MB" for p in paths.values())
+    worst = max(f["parity_max_abs_diff"] for f in te_meta["files"].values())
+    print(
+        f"text encoder (all-MiniLM-L6-v2, {te_meta['parameters'] / 1e6:.1f} M parameters): {action}; weights "
+        f"SHA-256 verified; ONNX {sizes}, parity max |diff| {worst:.1e} [{_fmt_seconds(time.perf_counter() - t0)}]",
+        flush=True,
+    )
+    report["steps"].append({"model": text_encoder.NAME, "action": action})
+    total = time.perf_counter() - t_all
+    print(f"prepare finished in {_fmt_seconds(total)}; data directory: {data.data_dir()}", flush=True)
+    report["seconds"] = total
+    return report
+
+
+def prepare_command(progress: bool = True, archive: Path | None = None) -> int:
+    """`prepare`: get the data, the models and their ONNX files (the steps are printed as they go)."""
+    prepare(progress=progress, archive=archive)
+    return 0
+
+
+DOCTOR_PACKAGES = (
+    "torch",
+    "torchvision",
+    "onnx",
+    "onnxruntime",
+    "onnxscript",
+    "numpy",
+    "scikit-learn",
+    "matplotlib",
+    "ipywidgets",
+    "jupyterlab",
+    "tqdm",
+    "py-cpuinfo",
+)
+
+
+def doctor() -> int:
+    """Print the environment report; return 0 if everything the course needs is there, else 1."""
+    import platform
+
+    from .. import data, hardware, models, release, versions
+
+    problems: list[str] = []
+    print("Environment")
+    print(f"  Python {platform.python_version()} on {platform.system()} {platform.machine()}")
+    for dist in DOCTOR_PACKAGES:
+        v = versions.package_version(dist, "MISSING")
+        print(f"  {dist:<14} {v}")
+        if v == "MISSING":
+            problems.append(f"install {dist}: pip install -e . (or make run)")
+
+    cpu = hardware.cpu_report()
+    print(f"\nCPU: {cpu['cpu']} ({cpu['logical_cores']} logical cores, {cpu['machine']})")
+    for feature, present in cpu["features"].items():
+        print(f"  {'yes' if present else 'no ':<4} {feature:<16} {hardware.INT8_FEATURES[feature][1]}")
+    vnni = hardware.has_vnni()
+    print(
+        "  -> INT8 dot-product instructions present: expect the larger INT8 speed-ups."
+        if vnni
+        else "  -> No INT8 dot-product instruction (VNNI): INT8 gains here are smaller, and U8S8 kernels can saturate."
+    )
+    print(f"  ONNX Runtime providers: {', '.join(hardware.onnxruntime_providers())}")
+    dot = shutil.which("dot")
+    print(f"  Graphviz dot (draws the lessons' graphs): {dot or 'NOT FOUND'}")
+    if dot is None:
+        problems.append(
+            "install Graphviz: apt-get install graphviz (Debian/Ubuntu), conda install graphviz or brew install graphviz"
+        )
+
+    print("\nData")
+    print(f"  data directory: {data.data_dir()}")
+    try:
+        src = data.find_fashion_mnist(download=False)
+        print(f"  Fashion-MNIST: found in the {src.kind} ({src.directory})")
+    except data.DataNotFoundError as exc:
+        print("  Fashion-MNIST: NOT FOUND")
+        print("    " + str(exc).replace("\n", "\n    "))
+        problems.append("make Fashion-MNIST available (see above)")
+
+    print("\nModels")
+    for name in MODEL_ORDER:
+        status = models.cache_status(name)
+        if status == "ok":
+            meta = models.load_model(name, train=False).meta
+            onnx_ok = models.onnx_path(name).exists() and "onnx" in meta
+            print(
+                f"  {name}: cached, test accuracy {meta['test_accuracy']:.2%}, trained in "
+                f"{_fmt_seconds(meta['train_seconds'])}; ONNX {'exported' if onnx_ok else 'NOT exported'}\n"
+                f"    source: {_source_line(meta)}"
+            )
+            if not onnx_ok:
+                problems.append(f"export {name} to ONNX: python -m course_lib prepare")
+        else:
+            print(f"  {name}: {status}")
+            problems.append(f"get {name}: python -m course_lib prepare (the release, else training)")
+    try:
+        published = release.published()
+    except release.ReleaseError as exc:
+        published = None
+        print(f"  release: {exc}")
+    if published is None:
+        print("  release: none published for this version of the course (training is the fallback)")
+    else:
+        current = (
+            "" if published.tag == release.release_tag(published.models) else " (for other recipes: not used)"
+        )
+        print(f"  release: {published.tag}{current}, {published.bytes / 1e6:.1f} MB from {published.url()}")
+
+    from .. import text_encoder
+
+    status = text_encoder.cache_status()
+    if status == "ok":
+        print(f"  {text_encoder.NAME}: all-MiniLM-L6-v2 exported to ONNX (raw and optimized)")
+    else:
+        print(f"  {text_encoder.NAME}: {status}")
+        problems.append(f"export the {text_encoder.NAME}: python -m course_lib prepare")
+
+    print("\nNext")
+    if problems:
+        for p in dict.fromkeys(problems):
+            print(f"  - {p}")
+        print("Environment incomplete.")
+        return 1
+    print(
+        "  Everything is in place. Open the course with `make lab` and start with notebooks/00_start_here.ipynb."
+    )
+    print("Environment complete.")
+    return 0
+
+
+def run(notebooks: Path = ROOT / "notebooks", build: Path = BUILD, timeout: int = DEFAULT_TIMEOUT) -> int:
+    """prepare, then execute every lesson notebook into build/notebooks and print a summary."""
+    from .editions import run_record
+    from .runner import execute_notebook, lesson_notebooks
+
+    prep = prepare()
+    results = []
+    paths = lesson_notebooks(notebooks)
+    if not paths:
+        print(f"No lesson notebooks found in {notebooks}.")
+        return 1
+    for nb in paths:
+        print(f"Executing {nb.name} …", flush=True)
+        r = execute_notebook(nb, build / "notebooks", timeout=timeout, cwd=nb.parent)
+        results.append(r)
+        print(
+            f"  {'ok    ' if r.ok else 'FAILED'} {nb.name} in {_fmt_seconds(r.seconds)}"
+            + (f": {r.error}" if r.error else "")
+        )
+    print("\nSummary")
+    print(f"  prepare: {_fmt_seconds(prep['seconds'])}")
+    for r in results:
+        memory = f"{r.peak_memory_bytes / 1e6:,.0f} MB" if r.peak_memory_bytes else "?"
+        print(
+            f"  {r.notebook.name:<40} {'ok' if r.ok else 'FAILED':<7} {_fmt_seconds(r.seconds):>9} "
+            f"{memory:>9} peak  -> {r.output}"
+        )
+    failed = [r for r in results if not r.ok]
+    print(
+        f"{len(results) - len(failed)} of {len(results)} notebooks ran top to bottom; executed copies in {build / 'notebooks'}"
+    )
+    record = run_record(results, prep["seconds"])
+    (build / "run.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(f"Run record: {build / 'run.json'} (`python -m course_lib timings` puts it in docs/instructor.md)")
+    report(build)
+    return 1 if failed else 0
+
+
+def report(build: Path = BUILD) -> int:
+    """Write the course report from the results store; say where it is."""
+    from . import report as course_report
+
+    paths = course_report.write(build)
+    print(f"Course report: {paths['html']} (and {paths['markdown'].name})")
+    return 0
+
+
+def bench(quick: bool = False, out: Path = BUILD / "bench") -> int:
+    """Run the benchmark, print its table, say where the JSON and the plot are; record a full run."""
+    from . import bench as course_bench
+
+    config = course_bench.QUICK if quick else course_bench.BenchConfig()
+    result = course_bench.run(config, out)
+    print()
+    print(course_bench.table(result))
+    print(
+        f"\n{len(result.rows)} comparisons in {_fmt_seconds(result.seconds)}; {out / 'bench.json'}, {out / 'bench.png'}"
+    )
+    if not quick:
+        course_bench.record_results(result)
+    return 0
+
+
+def make_release(out: Path = BUILD / "release", package_file: bool = True) -> int:
+    """Write the release's files from the verified cache; print their sizes and what to upload where."""
+    from .. import release
+    from .release import write_release
+
+    t0 = time.perf_counter()
+    target = release.RELEASE_FILE if package_file else None
+    published = write_release(out, package_file=target)
+    print(f"Release {published.tag} in {out} [{_fmt_seconds(time.perf_counter() - t0)}]:")
+    print(f"  {published.asset}: {published.bytes / 1e6:,.1f} MB, SHA-256 {published.sha256}")
+    for arcname, info in sorted(published.files.items()):
+        size = f"{info['bytes'] / 1e6:,.2f} MB" if info["bytes"] >= 100_000 else f"{info['bytes']:,} bytes"
+        print(f"    {arcname}: {size}, SHA-256 {info['sha256'][:16]}…")
+    print(f"  {release.MANIFEST_ASSET}: the same hashes")
+    if target is not None:
+        print(f"  {target}: the same manifest, inside the package; commit it with the release")
+    print(
+        f"Upload both files as the assets of the GitHub release tagged {published.tag}; an installed course "
+        f"then downloads {published.url()}"
+    )
+    return 0
+
+
+def bundle(out: Path = BUILD / "onnx-quant-course-bundle.zip", wheels: bool = False) -> int:
+    """Write the offline bundle; print its path, size and file count (or why it cannot be made)."""
+    from . import bundle as course_bundle
+
+    t0 = time.perf_counter()
+    try:
+        path = course_bundle.write_bundle(out, wheels=wheels)
+    except course_bundle.BundleError as exc:
+        print(f"Cannot make the bundle: {exc}", file=sys.stderr)
+        return 1
+    files = len(course_bundle.read_manifest(path)["files"]) + 1  # and the manifest itself
+    print(
+        f"Bundle: {path} ({path.stat().st_size / 1e6:,.1f} MB, {files} files"
+        f"{', with wheels' if wheels else ''}) [{_fmt_seconds(time.perf_counter() - t0)}]"
+    )
+    return 0
+
+
+def site(
+    executed: Path | None = None,
+    out: Path = BUILD / "site",
+    notebooks: Path = ROOT / "notebooks",
+    build: Path = BUILD,
+) -> int:
+    """Build the static site from executed lessons and the report; print where its index.html is.
+
+    Without `executed`, build/notebooks is used when every lesson there ran to the end and is newer
+    than its notebook; otherwise the lessons are run first (`run`, which also writes the report).
+    """
+    from . import site as course_site
+
+    t0 = time.perf_counter()
+    stale = {}
+    if executed is None:
+        executed = build / "notebooks"
+        stale = course_site.executed_problems(executed, notebooks)
+    if stale:
+        print(f"The executed lessons in {executed} cannot be used as they are; running the lessons first:")
+        for name, why in stale.items():
+            print(f"  {name}: {why}")
+        if run(notebooks, build, DEFAULT_TIMEOUT) != 0:  # run writes the report too
+            print("A lesson failed, so the site was not built.", file=sys.stderr)
+            return 1
+    else:
+        report(build)
+    try:
+        index = course_site.build_site(executed, out, build / "report.md", notebooks)
+    except course_site.SiteError as exc:
+        print(f"Cannot build the site: {exc}", file=sys.stderr)
+        return 1
+    print(f"Site: {index} (open it in a browser) [{_fmt_seconds(time.perf_counter() - t0)}]")
+    return 0
+
+
+def timings(
+    run_json: Path = BUILD / "run.json", docs: Path = ROOT / "docs", notebooks: Path = ROOT / "notebooks"
+) -> int:
+    """Put a measured run's timings into docs/timings.json and docs/instructor.md."""
+    from .editions import TimingsError, write_timings
+
+    try:
+        guide = write_timings(run_json, docs, notebooks)
+    except TimingsError as exc:
+        print(f"Cannot update the instructor guide's timings: {exc}", file=sys.stderr)
+        return 1
+    print(f"Timings from {run_json} written to {guide} and {docs / 'timings.json'}")
+    return 0
+
+
+def student(notebooks: Path = ROOT / "notebooks", out: Path = BUILD / "student") -> int:
+    """Write the student edition (every lesson without its solutions); say how many and where."""
+    from .editions import write_student_edition
+
+    written = write_student_edition(notebooks, out)
+    print(f"Student edition: {len(written)} notebooks in {out}")
+    return 0
+
+
+def launch(check: bool = False) -> int:
+    """Regenerate (or, with `check`, only list) what comes from the repository's address."""
+    from . import launch as course_launch
+
+    config = course_launch.read_launch()
+    if check:
+        stale = course_launch.stale()
+        for path in stale:
+            print(f"out of date: {path.relative_to(ROOT)}")
+        print(
+            f"{len(stale)} file(s) out of date with {config.repository}@{config.branch}"
+            + ("; run `python -m course_lib launch`" if stale else "")
+        )
+        return 1 if stale else 0
+    changed = course_launch.write()
+    for path in changed:
+        print(f"rewrote {path.relative_to(ROOT)}")
+    print(
+        f"Badges and setup cells point at {config.repository} (branch {config.branch}); "
+        f"{len(changed)} file(s) changed."
+    )
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line: one subcommand per function above, each with its options."""
+    parser = argparse.ArgumentParser(prog="python -m course_lib", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare", help="data, demo models and ONNX files (idempotent)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    p.add_argument(
+        "--archive",
+        type=Path,
+        default=None,
+        help="a release archive (course-models.tar) or workshop bundle (.zip) to install the models from",
+    )
+    p.set_defaults(func=prepare_command)
+    rl = sub.add_parser(
+        "release", help="the release files (models archive + manifest) and course_lib/release.json"
+    )
+    rl.add_argument("--out", type=Path, default=BUILD / "release")
+    rl.add_argument(
+        "--no-package-file",
+        dest="package_file",
+        action="store_false",
+        help="do not write course_lib/release.json (a trial release)",
+    )
+    rl.set_defaults(func=make_release)
+    d = sub.add_parser("doctor", help="report what the course needs and what is missing")
+    d.set_defaults(func=doctor)
+    r = sub.add_parser("run", help="prepare, then execute every notebook into build/")
+    r.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
+    r.add_argument("--build", type=Path, default=BUILD)
+    r.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds per notebook")
+    r.set_defaults(func=run)
+    b = sub.add_parser(
+        "bench", help="every INT8 variant against fp32, timed in turn; JSON and plot in build/bench"
+    )
+    b.add_argument(
+        "--quick", action="store_true", help="a small configuration (a minute): two variants, few runs"
+    )
+    b.add_argument("--out", type=Path, default=BUILD / "bench")
+    b.set_defaults(func=bench)
+    rep = sub.add_parser("report", help="the course report: seed claims beside this machine's measurements")
+    rep.add_argument("--build", type=Path, default=BUILD)
+    rep.set_defaults(func=report)
+    st = sub.add_parser(
+        "student", help="the student edition (solutions removed, checks kept) in build/student"
+    )
+    st.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
+    st.add_argument("--out", type=Path, default=BUILD / "student")
+    st.set_defaults(func=student)
+    bu = sub.add_parser("bundle", help="one .zip with the course, data and prepared models, for offline use")
+    bu.add_argument("--out", type=Path, default=BUILD / "onnx-quant-course-bundle.zip")
+    bu.add_argument(
+        "--wheels",
+        action="store_true",
+        help="add wheels/: pip download of the dependencies for this platform (needs PyPI; torch makes it GBs)",
+    )
+    bu.set_defaults(func=bundle)
+    si = sub.add_parser("site", help="the executed lessons and the report as a static HTML site (build/site)")
+    si.add_argument(
+        "--executed",
+        type=Path,
+        default=None,
+        help="executed lessons to use (default: build/notebooks, run first when stale)",
+    )
+    si.add_argument("--out", type=Path, default=BUILD / "site")
+    si.set_defaults(func=site)
+    ti = sub.add_parser(
+        "timings", help="the instructor guide's timings table from a measured run (build/run.json)"
+    )
+    ti.add_argument("--run", dest="run_json", metavar="RUN", type=Path, default=BUILD / "run.json")
+    ti.set_defaults(func=timings)
+    la = sub.add_parser(
+        "launch", help="regenerate the Colab/Binder badges and setup cells from pyproject.toml"
+    )
+    la.add_argument("--check", action="store_true", help="only list what is out of date (exit 1 if any)")
+    la.set_defaults(func=launch)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and run the command: its function, called with its options."""
+    args = _parser().parse_args(argv)
+    options = {name: value for name, value in vars(args).items() if name not in ("command", "func")}
+    return args.func(**options)

@@ -1,0 +1,55 @@
+"""The results the course report reads, typed once: lesson, model, variant and metric.
+
+A lesson saves its figures with `measure.record(lesson=..., model=..., variant=...,
+metrics={...})`; the report finds them again by the same strings. They are written here, one
+`Read` per claim, and the report looks nothing up that is not declared here.
+tests/test_report_keys.py parses every lesson's `measure.record` calls (and the benchmark's) and
+checks that each key read here is one that is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..names import MOONS_MLP, RESNET18, TEXT_ENCODER
+
+BENCH = "bench"  # the benchmark's entries, under this lesson name
+FP32_BASELINE = (
+    "onnxruntime fp32"  # the benchmark's name for the fp32 graph each INT8 variant is timed against
+)
+
+
+@dataclass(frozen=True)
+class Read:
+    """Entries the report reads: one lesson and model (None: any), these variants ((): any), these metrics."""
+
+    lesson: str
+    model: str | None
+    variants: tuple[str, ...]
+    metrics: tuple[str, ...]
+
+
+SPEED = ("speedup", "speedup_low", "speedup_high")  # a ratio of medians and its 90% interval
+
+TEXT_ENCODER_DYNAMIC = Read(
+    "02", TEXT_ENCODER, ("dynamic int8 per-channel",), ("speedup_vs_optimized_b16", "cos_min")
+)
+RESNET_DYNAMIC = Read("02", RESNET18, ("dynamic int8",), ("speedup_b32", "fp32_accuracy", "int8_accuracy"))
+MLP_DYNAMIC = Read("02", MOONS_MLP, ("dynamic int8",), ("speedup",))
+# Lessons 03 and 04: the variant each shipped, with reduce_range where the CPU's U8S8 kernels saturate.
+RESNET_STATIC = Read("03", RESNET18, ("QDQ U8S8", "QDQ U8S8, reduce_range"), ("speedup_b64", "size_ratio"))
+RESNET_ACCEPTED = Read(
+    "04", RESNET18, ("per-channel", "per-channel, reduce_range"), ("accuracy", "fp32_accuracy", "agreement")
+)
+SPEED_05 = Read("05", None, (), SPEED)  # every INT8 variant of lesson 05 against fp32
+SPEED_BENCH = Read(BENCH, None, (), SPEED)  # those of the benchmark against FP32_BASELINE
+
+READS = (
+    TEXT_ENCODER_DYNAMIC,
+    RESNET_DYNAMIC,
+    MLP_DYNAMIC,
+    RESNET_STATIC,
+    RESNET_ACCEPTED,
+    SPEED_05,
+    SPEED_BENCH,
+)
