@@ -6,6 +6,7 @@ top to bottom. These are the library the lessons use:
 
     data          Fashion-MNIST (sources, checksums, one preprocessing, splits), two moons, data directory
     models        the demo models (two-moons MLP, ResNet18): build, train, cache (verified), export to ONNX
+    cache         the models' cache on disk: recipes, files, checks, the verified ONNX file (imports no torch)
     release       the trained models from a published release or a workshop bundle, verified before the cache
     text_encoder  all-MiniLM-L6-v2: its published weights, the ONNX export, tokenized sentences, embeddings
     affine        the INT8 encoding itself: scale, zero point, rounding as ONNX Runtime does it, error bounds
@@ -34,6 +35,7 @@ import importlib
 # pays the 0.5 GB that importing torch costs here. Binder gives a notebook about 2 GB.
 _MODULES = (
     "affine",
+    "cache",
     "calibration",
     "checks",
     "data",
@@ -67,12 +69,12 @@ _NAMES = {
         "TrainedModel",
         "ensure_model",
         "ensure_models",
-        "ensure_onnx",
         "export_onnx",
         "load_model",
         "onnx_metadata",
-        "onnx_path",
     ),
+    # Found and verified without importing PyTorch (see `cache`).
+    "cache": ("ensure_onnx", "export_trained", "onnx_path"),
 }
 _HOME = {name: module for module, names in _NAMES.items() for name in names}
 
@@ -97,6 +99,7 @@ __all__ = [
     "CalibrationError",
     "DatasetReader",
     "affine",
+    "cache",
     "calibration",
     "checks",
     "explorers",
@@ -115,6 +118,7 @@ __all__ = [
     "default_preprocessing",
     "ensure_onnx",
     "export_onnx",
+    "export_trained",
     "find_fashion_mnist",
     "has_vnni",
     "lesson_folder",

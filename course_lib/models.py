@@ -16,13 +16,12 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
-import hashlib
 import json
 import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,67 +30,30 @@ import torch
 from torch import nn
 
 from . import data as _data
+from .cache import (  # the cache's files and checks, which need no torch
+    CACHE_FORMAT,
+    MOONS_RECIPE,
+    ONNX_EXPORTER,
+    ONNX_OPSET,
+    RESNET_RECIPE,
+    CacheProblem,
+    Recipe,
+    cache_dir,
+    check_entry,
+    meta_path,
+    moons_fingerprint,
+    onnx_path,
+    weights_path,
+)
+from .cache import ensure_onnx as ensure_onnx  # re-exported: the one ensure_onnx, torch-free when it can be
+from .cache import export_trained as export_trained
+from .cache import model_files as model_files
 from .files import atomic_write, sha256_file
 from .names import MOONS_MLP, RESNET18  # defined apart, torch-free, for the report
 from .versions import library_versions
 
 if TYPE_CHECKING:
     from . import release as release_module
-
-CACHE_FORMAT = 1
-ONNX_OPSET = 18
-# torch.onnx's exporter: "dynamo" (torch.export-based, the default since PyTorch 2.9) or
-# "torchscript" (the legacy one). An export made with another exporter is redone.
-ONNX_EXPORTER = "dynamo"
-
-
-# --------------------------------------------------------------------------------------------
-# Recipes
-# --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Recipe:
-    """Everything that decides what a training run produces. Changing it invalidates the cache."""
-
-    epochs: int
-    batch_size: int
-    lr: float
-    weight_decay: float
-    seed: int = 0
-    momentum: float = 0.9
-    label_smoothing: float = 0.0
-    pct_start: float = 0.25
-    augment: tuple[str, ...] = ()
-    optimizer: str = "sgd-nesterov"
-    schedule: str = "onecycle"
-    threads: int = 0  # torch intra-op threads while training; 0 = torch's default (all cores)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["augment"] = list(self.augment)
-        return d
-
-    def digest(self) -> str:
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
-
-
-# One thread: for a model this small, thread hand-offs cost more than the arithmetic.
-MOONS_RECIPE = Recipe(
-    epochs=100, batch_size=250, lr=0.01, weight_decay=0.0, optimizer="adam", schedule="constant", threads=1
-)
-# Chosen for 2-core CPUs without AVX-512 (most Colab runtimes). Measured on a 2-core AMD EPYC
-# (AVX2, no AVX-512, no VNNI), with convolutions skipping their dead taps (see below): 6 epochs
-# reached 91.68 % test accuracy in 11.0 min; 5 epochs 90.71 % in 9.2 min; 6 epochs with one shift
-# per batch instead of one per image 91.36 %, with flips alone 89.58 %.
-# `benchmarks/training_curve.py` and `benchmarks/training_speed.py` measure it on any machine.
-RESNET_RECIPE = Recipe(
-    epochs=6,
-    batch_size=256,
-    lr=0.2,
-    weight_decay=5e-4,
-    label_smoothing=0.1,
-    pct_start=0.25,
-    augment=("hflip", "shift2-each"),
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -433,10 +395,6 @@ class ModelSpec:
     data_fingerprint: Callable[[], str] = field(default=lambda: "")
 
 
-def _moons_fingerprint() -> str:
-    return hashlib.sha256(f"make_moons:noise={_data.MOONS_NOISE}:seed=0:n=1000".encode()).hexdigest()
-
-
 # The demo models' names, as the cache, the results store (`measure.record`) and the report know them.
 
 MODELS: dict[str, ModelSpec] = {
@@ -450,7 +408,7 @@ MODELS: dict[str, ModelSpec] = {
         class_names=("upper moon", "lower moon"),
         example_shape=(2,),
         description="two-moons MLP (2-64-64-2)",
-        data_fingerprint=_moons_fingerprint,
+        data_fingerprint=moons_fingerprint,
     ),
     RESNET18: ModelSpec(
         name=RESNET18,
@@ -476,16 +434,6 @@ def _spec(name: str) -> ModelSpec:
 # --------------------------------------------------------------------------------------------
 # The cache: atomic writes, verified reads
 # --------------------------------------------------------------------------------------------
-def cache_dir(name: str) -> Path:
-    """Where a model's weights, metadata and ONNX file live."""
-    return _data.data_dir() / "models" / _spec(name).name
-
-
-def onnx_path(name: str) -> Path:
-    """The exported fp32 ONNX file of a demo model."""
-    return cache_dir(name) / f"{name}.onnx"
-
-
 class Origin(enum.StrEnum):
     """Where `load_model` found a model this time."""
 
@@ -520,56 +468,14 @@ class TrainedModel:
         return onnx_path(self.name)
 
 
-class CacheProblem(Exception):
-    """Why a cache entry cannot be used (missing, corrupt or stale)."""
-
-
-def meta_path(name: str) -> Path:
-    """The metadata file of a demo model's cache entry (recipe, hashes, accuracy, where it came from)."""
-    return cache_dir(name) / "meta.json"
-
-
-def weights_path(name: str) -> Path:
-    """The trained weights (a PyTorch state dict) of a demo model's cache entry."""
-    return cache_dir(name) / "weights.pt"
-
-
-def model_files(name: str) -> dict[str, Path]:
-    """The files of one cache entry, by role: weights, onnx, meta (the metadata names the other two)."""
-    return {"weights": weights_path(name), "onnx": onnx_path(name), "meta": meta_path(name)}
-
-
-def _read_meta(path: Path) -> dict:
-    if not path.exists():
-        raise CacheProblem("not trained yet")
-    try:
-        meta = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CacheProblem(f"metadata unreadable ({exc})") from exc
-    if not isinstance(meta, dict):
-        raise CacheProblem("metadata is not a JSON object")
-    return meta
-
-
 def _load_verified(name: str, directory: Path | None = None) -> TrainedModel:
     """Load a cache entry (or the same files in `directory`), raising CacheProblem with the reason
     if it is missing, corrupt or stale."""
     spec = _spec(name)
     directory = Path(directory) if directory is not None else cache_dir(name)
-    meta = _read_meta(directory / "meta.json")
-    if meta.get("format") != CACHE_FORMAT:
-        raise CacheProblem(f"cache format {meta.get('format')!r}, expected {CACHE_FORMAT}")
-    if meta.get("recipe") != spec.recipe.to_dict():
-        raise CacheProblem("stale: trained with a different recipe")
-    if meta.get("data_fingerprint") != spec.data_fingerprint():
-        raise CacheProblem("stale: trained on different data or splits")
-    weights = directory / "weights.pt"
-    if not weights.exists():
-        raise CacheProblem("weights file missing")
-    if sha256_file(weights) != meta.get("weights_sha256"):
-        raise CacheProblem("corrupt: weights file does not match its recorded SHA-256")
+    meta = check_entry(directory, spec.recipe, spec.data_fingerprint())
     try:
-        state = torch.load(weights, map_location="cpu", weights_only=True)
+        state = torch.load(directory / "weights.pt", map_location="cpu", weights_only=True)
         module = spec.build()
         module.load_state_dict(state, strict=True)
     except Exception as exc:
@@ -951,9 +857,3 @@ def ensure_models(
         name: ensure_model(name, progress=progress, log=log, archive=archive, fetched=fetched)
         for name in names
     }
-
-
-def ensure_onnx(name: str, train: bool = True, log: Callable[[str], None] = print) -> Path:
-    """The model's verified ONNX file, exported (and parity-checked) if missing or out of date."""
-    ensure_model(name, train=train, log=log)
-    return onnx_path(name)

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -8,6 +11,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
+import course_lib.cache as cache
 import course_lib.data as data
 import course_lib.files as files
 import course_lib.models as models
@@ -102,6 +106,51 @@ def test_onnx_file_that_changed_is_exported_again(cached_mlp):
     log = Log()
     path = models.ensure_onnx("moons_mlp", log=log)
     assert "exporting again" in log[0] and files.sha256_file(path) == first
+
+
+def test_a_verified_onnx_file_is_found_without_importing_torch(cached_mlp):
+    # Lessons that need only the ONNX file must not pay torch's half gigabyte (Binder: 2 GB).
+    path = models.ensure_onnx("moons_mlp", log=Log())
+    code = (
+        "import sys, course_lib as cl\n"
+        "path = cl.ensure_onnx('moons_mlp', train=False)\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "print(path)\n"
+    )
+    env = {**os.environ, "COURSE_DATA_DIR": str(data.data_dir())}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(path)
+
+
+def test_the_torch_free_check_refuses_what_the_full_check_refuses(cached_mlp, monkeypatch):
+    path = models.ensure_onnx("moons_mlp", log=Log())
+    assert cache.verified_onnx("moons_mlp") == path
+    model = onnx.load(path)
+    model.producer_name = "tampered"
+    onnx.save(model, path)
+    with pytest.raises(cache.CacheProblem, match="does not match the cached weights' export record"):
+        cache.verified_onnx("moons_mlp")
+    log = Log()
+    assert cache.ensure_onnx("moons_mlp", log=log) == path and "exporting again" in log[0]
+    assert cache.verified_onnx("moons_mlp") == path  # the new export is recorded
+    recipe = cache.RECIPES["moons_mlp"]
+    changed = cache.Recipe(**{**recipe.to_dict(), "augment": (), "epochs": recipe.epochs + 1})
+    monkeypatch.setitem(cache.RECIPES, "moons_mlp", changed)
+    with pytest.raises(cache.CacheProblem, match="stale: trained with a different recipe"):
+        cache.verified_onnx("moons_mlp")
+
+
+def test_a_model_is_exported_by_name_in_a_fresh_process(cached_mlp, tmp_path):
+    from course_lib import measure
+
+    out, memory = measure.peak_memory_of(models.export_trained, "moons_mlp", tmp_path / "m.onnx")
+    assert out == tmp_path / "m.onnx" and onnx.load(out).graph.input[0].name == "input"
+    assert memory.peak_bytes > 100e6  # the child imported torch, not this test's process
+    x = np.random.default_rng(0).normal(size=(5, 2)).astype(np.float32)
+    fresh = ort.InferenceSession(str(out)).run(None, {"input": x})[0]
+    cached = ort.InferenceSession(str(models.ensure_onnx("moons_mlp", log=Log()))).run(None, {"input": x})[0]
+    np.testing.assert_allclose(fresh, cached, atol=1e-6)
 
 
 # ---------------------------------------------------------------------------------- ResNet18

@@ -125,12 +125,20 @@ def result_row(model, variant, megabytes, speed, parity):
 # and writes the result (below: the three steps, in order). The quantizer then knows every
 # tensor's shape, and it quantizes the fused
 # graph that will actually run, instead of, say, a BatchNorm it would otherwise have to handle on
-# its own. Start with the course's export (made by PyTorch's current `dynamo` exporter):
+# its own. Start with the course's export (made by PyTorch's current `dynamo` exporter).
+#
+# **A fresh process for it.** `quant_pre_process` imports PyTorch whenever PyTorch is installed:
+# it loads ONNX Runtime's `onnxruntime.tools` package, whose `__init__.py` imports torch's export
+# helpers if it finds torch. Importing torch takes about half a gigabyte here, which a process
+# never gives back, and nothing else in this lesson needs PyTorch. So each call below runs in a
+# fresh process, `measure.peak_memory_of(quant_pre_process, source, target)`, which also says
+# what that process needed; on Binder's 2 GB that keeps the notebook well inside its memory.
 
 # %%
 fp32 = cl.ensure_onnx("fashion_resnet18")
 pre = work / "resnet18.pre.onnx"
-quant_pre_process(fp32, pre)
+_, pre_memory = measure.peak_memory_of(quant_pre_process, fp32, pre)
+print(f"in a fresh process: {pre_memory.seconds:.1f} s, peak memory {pre_memory.peak_bytes / 1e6:.0f} MB")
 
 
 def graph_summary(path):
@@ -154,13 +162,15 @@ print(f"Pre-processing {'changed no node' if export_ops == pre_ops else 'changed
 # its convolution itself, so pre-processing may find nothing left to fuse in its export (the last
 # line says whether it changed any node here). Exports made by older tools often keep every
 # BatchNorm. Here is one, made by PyTorch's older TorchScript exporter with constant folding off,
-# and what pre-processing does to it:
+# and what pre-processing does to it. The export needs PyTorch, so it runs in a fresh process too
+# (`cl.export_trained` loads the cached model by name and exports it).
 
 # %%
-trained = cl.load_model("fashion_resnet18", train=False)
-legacy = cl.export_onnx(trained, work / "legacy.onnx", exporter="torchscript", keep_batchnorm=True)
+legacy, _ = measure.peak_memory_of(
+    cl.export_trained, "fashion_resnet18", work / "legacy.onnx", exporter="torchscript", keep_batchnorm=True
+)
 legacy_pre = work / "legacy.pre.onnx"
-quant_pre_process(legacy, legacy_pre)
+measure.peak_memory_of(quant_pre_process, legacy, legacy_pre)
 print_summary("legacy export", legacy)
 print_summary("pre-processed", legacy_pre)
 
@@ -208,7 +218,7 @@ def step_row(label, path):
 
 step_rows = [step_row("legacy export", legacy)]
 for i, (step, flags) in enumerate(steps.items(), start=1):
-    quant_pre_process(legacy, work / f"legacy.step{i}.onnx", **flags)
+    measure.peak_memory_of(quant_pre_process, legacy, work / f"legacy.step{i}.onnx", **flags)
     step_rows.append(step_row(step, work / f"legacy.step{i}.onnx"))
 display(Markdown(measure.markdown_table(step_rows)))
 

@@ -1,0 +1,193 @@
+"""The demo models' cache on disk, readable without PyTorch.
+
+Each model's entry is a folder, `<data dir>/models/<name>/`, holding its weights, its metadata and
+its ONNX export. The metadata records the recipe the weights were trained with, the data they
+were trained on, and the SHA-256 of the weights and of the export; an entry is used only when
+all of them still match.
+
+Kept apart from `models`, which imports PyTorch, because importing torch costs about 0.5 GB
+here: a lesson that only needs the ONNX file (`ensure_onnx` on a verified cache) never pays it.
+Binder gives a notebook about 2 GB.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import data as _data
+from .files import sha256_file
+from .names import MOONS_MLP, RESNET18
+
+CACHE_FORMAT = 1
+ONNX_OPSET = 18
+# torch.onnx's exporter: "dynamo" (torch.export-based, the default since PyTorch 2.9) or
+# "torchscript" (the legacy one). An export made with another exporter is redone.
+ONNX_EXPORTER = "dynamo"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that decides what a training run produces. Changing it invalidates the cache."""
+
+    epochs: int
+    batch_size: int
+    lr: float
+    weight_decay: float
+    seed: int = 0
+    momentum: float = 0.9
+    label_smoothing: float = 0.0
+    pct_start: float = 0.25
+    augment: tuple[str, ...] = ()
+    optimizer: str = "sgd-nesterov"
+    schedule: str = "onecycle"
+    threads: int = 0  # torch intra-op threads while training; 0 = torch's default (all cores)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["augment"] = list(self.augment)
+        return d
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+# One thread: for a model this small, thread hand-offs cost more than the arithmetic.
+MOONS_RECIPE = Recipe(
+    epochs=100, batch_size=250, lr=0.01, weight_decay=0.0, optimizer="adam", schedule="constant", threads=1
+)
+# Chosen for 2-core CPUs without AVX-512 (most Colab runtimes). Measured on a 2-core AMD EPYC
+# (AVX2, no AVX-512, no VNNI), with convolutions skipping their dead taps (see models): 6 epochs
+# reached 91.68 % test accuracy in 11.0 min; 5 epochs 90.71 % in 9.2 min; 6 epochs with one shift
+# per batch instead of one per image 91.36 %, with flips alone 89.58 %.
+# `benchmarks/training_curve.py` and `benchmarks/training_speed.py` measure it on any machine.
+RESNET_RECIPE = Recipe(
+    epochs=6,
+    batch_size=256,
+    lr=0.2,
+    weight_decay=5e-4,
+    label_smoothing=0.1,
+    pct_start=0.25,
+    augment=("hflip", "shift2-each"),
+)
+
+
+def moons_fingerprint() -> str:
+    """What identifies the two-moons training data (it is generated, so its settings do)."""
+    return hashlib.sha256(f"make_moons:noise={_data.MOONS_NOISE}:seed=0:n=1000".encode()).hexdigest()
+
+
+# Each demo model's recipe and the fingerprint of the data it is trained on.
+RECIPES: dict[str, Recipe] = {MOONS_MLP: MOONS_RECIPE, RESNET18: RESNET_RECIPE}
+FINGERPRINTS: dict[str, Callable[[], str]] = {MOONS_MLP: moons_fingerprint, RESNET18: _data.data_fingerprint}
+
+
+def _known(name: str) -> str:
+    if name not in RECIPES:
+        raise KeyError(f"Unknown model {name!r}; the course's models are: {', '.join(RECIPES)}.")
+    return name
+
+
+def cache_dir(name: str) -> Path:
+    """Where a model's weights, metadata and ONNX file live."""
+    return _data.data_dir() / "models" / _known(name)
+
+
+def onnx_path(name: str) -> Path:
+    """The exported fp32 ONNX file of a demo model."""
+    return cache_dir(name) / f"{name}.onnx"
+
+
+def meta_path(name: str) -> Path:
+    """The metadata file of a demo model's cache entry (recipe, hashes, accuracy, where it came from)."""
+    return cache_dir(name) / "meta.json"
+
+
+def weights_path(name: str) -> Path:
+    """The trained weights (a PyTorch state dict) of a demo model's cache entry."""
+    return cache_dir(name) / "weights.pt"
+
+
+def model_files(name: str) -> dict[str, Path]:
+    """The files of one cache entry, by role: weights, onnx, meta (the metadata names the other two)."""
+    return {"weights": weights_path(name), "onnx": onnx_path(name), "meta": meta_path(name)}
+
+
+class CacheProblem(Exception):
+    """Why a cache entry cannot be used (missing, corrupt or stale)."""
+
+
+def read_meta(path: Path) -> dict:
+    """A cache entry's metadata, or CacheProblem saying why it cannot be read."""
+    if not path.exists():
+        raise CacheProblem("not trained yet")
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CacheProblem(f"metadata unreadable ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise CacheProblem("metadata is not a JSON object")
+    return meta
+
+
+def check_entry(directory: Path, recipe: Recipe, fingerprint: str) -> dict:
+    """The metadata of the entry in `directory` when its format, recipe, data and weights' SHA-256
+    all match; CacheProblem with the reason otherwise. Whether the weights load is `models`' part."""
+    meta = read_meta(directory / "meta.json")
+    if meta.get("format") != CACHE_FORMAT:
+        raise CacheProblem(f"cache format {meta.get('format')!r}, expected {CACHE_FORMAT}")
+    if meta.get("recipe") != recipe.to_dict():
+        raise CacheProblem("stale: trained with a different recipe")
+    if meta.get("data_fingerprint") != fingerprint:
+        raise CacheProblem("stale: trained on different data or splits")
+    weights = directory / "weights.pt"
+    if not weights.exists():
+        raise CacheProblem("weights file missing")
+    if sha256_file(weights) != meta.get("weights_sha256"):
+        raise CacheProblem("corrupt: weights file does not match its recorded SHA-256")
+    return meta
+
+
+def verified_onnx(name: str) -> Path:
+    """The model's ONNX file when its entry verifies and the file is the export recorded with the
+    weights (same SHA-256, same exporter); CacheProblem with the reason otherwise."""
+    meta = check_entry(cache_dir(name), RECIPES[_known(name)], FINGERPRINTS[name]())
+    path = onnx_path(name)
+    recorded = meta.get("onnx", {})
+    if not path.exists():
+        raise CacheProblem(f"{path.name} is missing")
+    if sha256_file(path) != recorded.get("sha256"):
+        raise CacheProblem(f"{path.name} does not match the cached weights' export record")
+    if recorded.get("exporter") != ONNX_EXPORTER:
+        raise CacheProblem(f"{path.name} was made by the {recorded.get('exporter', 'torchscript')} exporter")
+    return path
+
+
+def ensure_onnx(name: str, train: bool = True, log: Callable[[str], None] = print) -> Path:
+    """The model's verified ONNX file; exported (and parity-checked) first if missing or out of date.
+
+    A verified cache is read without importing PyTorch. Anything else goes through
+    `models.ensure_model`, which fetches, trains or exports what is missing and says so.
+    """
+    try:
+        return verified_onnx(name)
+    except CacheProblem:
+        from .models import ensure_model
+
+        ensure_model(name, train=train, log=log)
+        return onnx_path(name)
+
+
+def export_trained(name: str, path: str | Path, **options) -> Path:
+    """Export the cached model `name` to `path` with `models.export_onnx`'s options.
+
+    By name, and importing PyTorch only when called, so that a fresh process can do it
+    (`measure.peak_memory_of(cl.export_trained, ...)`): a notebook that needs PyTorch for one
+    export then never holds torch's memory itself.
+    """
+    from .models import export_onnx, load_model
+
+    return export_onnx(load_model(name, train=False), Path(path), **options)
