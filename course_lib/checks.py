@@ -434,8 +434,9 @@ def check_integer_kernels(prediction: int, answer: int, qdq_path) -> CheckResult
         )
     else:
         verdict = f"you predicted {prediction}: every quantized op found an integer kernel here."
+    types = f" ({ran.types})" if ran.types else ""
     return CheckResult(
-        True, f"{expected} of {total} compute ops run on integer kernels here ({ran.types}); {verdict}"
+        True, f"{expected} of {total} compute ops run on integer kernels here{types}; {verdict}"
     )
 
 
@@ -773,3 +774,60 @@ def check_capstone(answer, fp32_path, x: np.ndarray, labels: np.ndarray) -> Chec
             "the bias Add, the Softmax) costs agreement."
         )
     return CheckResult(False, f"Not accepted: {figures}; {verdict.advice}.{hint}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Lesson 06: past W8A8
+# ---------------------------------------------------------------------------------------------------
+
+
+def _nbits_node(path, node_name: str):
+    import onnx
+
+    graph = onnx.load(str(path)).graph
+    nodes = {n.name: n for n in graph.node if n.op_type == "MatMulNBits"}
+    if node_name not in nodes:
+        raise ValueError(
+            f"{node_name!r} is not a MatMulNBits node of {path}; its MatMulNBits nodes include "
+            f"{', '.join(list(nodes)[:3])} …"
+        )
+    node = nodes[node_name]
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    stored = {t.name: t for t in graph.initializer}
+    sizes = [
+        int(np.prod(stored[name].dims)) * (4 if stored[name].data_type == onnx.TensorProto.FLOAT else 1)
+        for name in node.input[1:4]
+        if name in stored
+    ]
+    return attrs, sizes
+
+
+def check_nbits_bytes(answer, path, node_name: str) -> CheckResult:
+    """Exercise (by hand, then check): the bytes a MatMulNBits node's weight takes in the file:
+    its packed 4-bit codes, float32 scales and (asymmetric) packed 4-bit zero points."""
+    if answer is None:
+        return CheckResult(False, "No answer yet: codes + scales + zero points, in bytes.")
+    attrs, sizes = _nbits_node(path, node_name)
+    K, N, block = attrs["K"], attrs["N"], attrs["block_size"]
+    blocks = -(-K // block)
+    expected = sum(sizes)
+    codes = N * blocks * block // 2
+    scales = N * blocks * 4
+    if int(answer) == expected:
+        return CheckResult(
+            True,
+            f"{expected:,} bytes: {expected / (K * N):.3f} bytes per weight, "
+            f"{K * N * 4 / expected:.1f}x smaller than float32's {K * N * 4:,}.",
+        )
+    slips = {
+        codes: "those are the codes alone; every block also stores a float32 scale",
+        K * N: "a 4-bit code takes half a byte: two codes share one byte",
+        codes + N * blocks * 2: "the scales are float32 here, 4 bytes each, not 2",
+        codes
+        + scales: "this file is asymmetric: it also stores one 4-bit zero point per block, two per byte",
+        codes
+        + scales
+        + N * blocks: "zero points are 4-bit too, packed two per byte (a row's count rounded up)",
+    }
+    hint = slips.get(int(answer), f"count the codes (K·N/2), the scales (4 bytes per block of {block})")
+    return CheckResult(False, f"Got {int(answer):,}, expected {expected:,}: {hint}.")

@@ -280,3 +280,26 @@ def test_the_acceptance_claim_reads_the_variant_shipped_on_the_machine_that_ran_
     ]
     (claim,) = {s["lesson"]: s for s in report.build(entries, ENV)["sections"]}["04"]["claims"]
     assert claim["measured here"].startswith(f"{shipped} static ResNet18: ")
+
+
+def test_the_four_bit_claim_sets_the_file_beside_the_ideal_eighth():
+    # By hand: 63.5 MB of 90.3 MB is 70 %; an ideal 4-bit payload would be 12.5 %.
+    entries = [
+        _entry(
+            "06",
+            "text_encoder",
+            "4-bit, blocks of 32, asymmetric",
+            {"fp32_bytes": 90_300_000, "cos_min": 0.9632},
+            file_bytes=63_500_000,
+        )
+    ]
+    (section,) = [s for s in report.build(entries, ENV)["sections"] if s["lesson"] == "06"]
+    assert section["title"] == "06 · past W8A8"
+    (claim,) = section["claims"]
+    assert "seed 004" in claim["quoted claim"]
+    assert claim["measured here"] == (
+        "4-bit text encoder (blocks of 32, asymmetric): 63.5 MB, 70% of the fp32 file's 90.3 MB "
+        "(an ideal 4-bit payload is 12.5 %); worst cosine 0.9632"
+    )
+    (empty,) = [s for s in report.build([], ENV)["sections"] if s["lesson"] == "06"]
+    assert empty["claims"][0]["measured here"] == "not measured yet: run the lesson"

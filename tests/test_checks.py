@@ -374,3 +374,48 @@ def test_check_codes_wants_a_guess_and_names_each_slip():
     assert not unsaturated and "not saturated to [-128, 127]" in repr(unsaturated)
     other = checks.check_codes([0, 0, 0], right, values, 0.1, 0)
     assert other and "value by value" in repr(other)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Lesson 06
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def four_bit_matmul(tmp_path_factory):
+    """A MatMul of K=64 by N=32 as ONNX Runtime's 4-bit quantizer writes it: blocks of 32, asymmetric."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    w = np.random.default_rng(0).normal(size=(64, 32)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"], name="proj")],
+        "one_matmul",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 32])],
+        [numpy_helper.from_array(w, "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    quantizer = MatMulNBitsQuantizer(model, bits=4, block_size=32, is_symmetric=False)
+    quantizer.process()
+    path = tmp_path_factory.mktemp("nbits") / "four_bit.onnx"
+    quantizer.model.save_model_to_file(str(path), use_external_data_format=False)
+    (node,) = [n for n in onnx.load(str(path)).graph.node if n.op_type == "MatMulNBits"]
+    return path, node.name
+
+
+def test_check_nbits_bytes(four_bit_matmul):
+    path, name = four_bit_matmul
+    # By hand: 64·32/2 = 1,024 bytes of codes; 32 columns × 2 blocks of float32 scales = 256 bytes;
+    # 32 × 2 zero points of 4 bits, two per byte = 32 bytes.
+    right = checks.check_nbits_bytes(1024 + 256 + 32, path, name)
+    assert right and "1,312 bytes" in right.message and "6.2x smaller" in right.message
+    assert "codes alone" in checks.check_nbits_bytes(1024, path, name).message
+    assert "half a byte" in checks.check_nbits_bytes(64 * 32, path, name).message
+    assert "4 bytes each" in checks.check_nbits_bytes(1024 + 128, path, name).message
+    assert "zero point" in checks.check_nbits_bytes(1024 + 256, path, name).message
+    assert "packed two per byte" in checks.check_nbits_bytes(1024 + 256 + 64, path, name).message
+    assert not checks.check_nbits_bytes(None, path, name)
+    with pytest.raises(ValueError, match="not a MatMulNBits node"):
+        checks.check_nbits_bytes(1312, path, "nowhere")

@@ -63,6 +63,14 @@ ALLOWED = {
     ("04", "40 runs"): "the timing's run count, a setting",
     ("04", "500 samples"): "seed 004's advice, quoted with its source",
     ("05", "256 tokens"): "the longest sequence the lesson times, a setting",
+    ("03", "2 GB"): "Binder's memory limit, a fact of the platform",
+    ("06", "300 sentences"): "the sentence set's size, a setting (text_encoder.load_sentences)",
+    ("06", "128 tokens"): "the sequence length, a setting (text_encoder.encode)",
+    ("06", "128 times"): "one sentence of 128 tokens uses each weight once per token: arithmetic",
+    ("06", "4 bytes"): "a float32 scale's size, a fact of the format",
+    ("06", "32 weights"): "the block size the sentence works through, a setting",
+    ("06", "0.625 bytes"): "half a byte plus 4 bytes per 32 weights: arithmetic",
+    ("06", "256 times"): "2**16 levels against 2**8: arithmetic",
 }
 
 

@@ -42,6 +42,8 @@ RESNET_ACCEPTED = Read(
     "04", RESNET18, ("per-channel", "per-channel, reduce_range"), ("accuracy", "fp32_accuracy", "agreement")
 )
 SPEED_05 = Read("05", None, (), SPEED)  # every INT8 variant of lesson 05 against fp32
+# Lesson 06: the 4-bit weight-only text encoder, blocks of 32, asymmetric, beside its fp32 file.
+FOUR_BIT = Read("06", TEXT_ENCODER, ("4-bit, blocks of 32, asymmetric",), ("fp32_bytes", "cos_min"))
 SPEED_BENCH = Read(BENCH, None, (), SPEED)  # those of the benchmark against FP32_BASELINE
 
 READS = (
@@ -51,5 +53,6 @@ READS = (
     RESNET_STATIC,
     RESNET_ACCEPTED,
     SPEED_05,
+    FOUR_BIT,
     SPEED_BENCH,
 )

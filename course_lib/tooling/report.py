@@ -23,6 +23,7 @@ LESSON_TITLES = {
     "03": "03 · static QDQ and calibration",
     "04": "04 · parity",
     "05": "05 · hardware and speed",
+    "06": "06 · past W8A8",
     keys.BENCH: "the benchmark (python -m course_lib bench)",
 }
 
@@ -116,6 +117,18 @@ def _acceptance(latest: Latest) -> str | None:
     return f"{variant} static ResNet18: {100 * (fp - acc):+.2f} points, agreement {agree:.2%} (10,000 test images)"
 
 
+def _four_bit(latest: Latest) -> str | None:
+    read = keys.FOUR_BIT
+    fp32_bytes, cos = _metric(latest, read, "fp32_bytes"), _metric(latest, read, "cos_min")
+    size = ((_entry(latest, read) or {}).get("file") or {}).get("bytes")
+    if fp32_bytes is None or size is None:
+        return None
+    return (
+        f"4-bit text encoder (blocks of 32, asymmetric): {size / 1e6:.1f} MB, {size / fp32_bytes:.0%} of the "
+        f"fp32 file's {fp32_bytes / 1e6:.1f} MB (an ideal 4-bit payload is 12.5 %); worst cosine {cos:.4f}"
+    )
+
+
 def _cpu_speedup(latest: Latest) -> str | None:
     """The best INT8/fp32 ratio that can be claimed: the highest lower end of a ratio's interval.
 
@@ -175,6 +188,13 @@ CLAIMS = (
         "Modern Intel CPU with VNNI: 2–4x INT8 speedup; older CPUs without VNNI: marginal",
         "seed 000",
         _cpu_speedup,
+    ),
+    Claim(
+        "06",
+        "Ideally packed 4-bit payload occupies 500,000 bytes [per million weights]; scale metadata, padding, "
+        "unconverted tensors, and the container add to the file",
+        "seed 004",
+        _four_bit,
     ),
 )
 
