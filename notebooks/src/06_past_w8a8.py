@@ -266,9 +266,8 @@ display(Markdown(measure.markdown_table([quality_row(label) for label in candida
 # activations too and costs little on top. Compare every 4-bit row with the dynamic INT8 row: 4
 # bits per weight lose more than 8 bits per weight and 8 bits per activation, on this model.
 #
-# **Speed and memory.** Each variant timed in turn with the fp32 baseline at batch 1 (one sentence:
-# each weight is read once per token batch, so reading weights is a large part of the work) and
-# at batch 16, and the peak memory of a session running one sentence, measured in a fresh process
+# **Speed and memory.** Each variant timed in turn with the fp32 baseline at batch 1 (one sentence,
+# where each weight read from memory serves the fewest tokens) and at batch 16, and the peak memory of a session running one sentence, measured in a fresh process
 # (`measure.peak_memory`, lesson 05):
 
 # %%
@@ -302,9 +301,10 @@ display(Markdown(measure.markdown_table([speed_row(label) for label in candidate
 # **What to notice.** Read the speed columns against the size column. The 4-bit files hold a third
 # of the fp32 weights in 4 bits and the rest in float32, so they shrink less than dynamic INT8's.
 # At 128 tokens even one sentence is a matrix of 128 rows, so each weight read from memory is used
-# 128 times and reading weights is not what limits: the float arithmetic that `MatMulNBits` keeps
-# (it dequantizes its blocks, or at `accuracy_level=4` quantizes the activations block by block)
-# decides the speed. Weight-only 4-bit pays where a weight is used few times per read, as when a
+# 128 times and reading weights is not what limits: the arithmetic `MatMulNBits` does decides the
+# speed (it dequantizes its blocks and multiplies in float, or at `accuracy_level=4` quantizes the
+# activations block by block and multiplies in integers, which CPUs with VNNI do fastest).
+# Weight-only 4-bit pays most surely where a weight is used few times per read, as when a
 # language model generates one token at a time, and where the weights are most of the model.
 # The computed line under the next cell says whether it paid on this CPU, here.
 
@@ -503,10 +503,10 @@ if missing:
     print("Not yet run on this machine, so not in the table: lesson", ", ".join(missing))
 
 # %% [markdown]
-# **What to notice.** Read the table by column, not by row. No option wins every column: the
-# smallest file is not the fastest, the most faithful is not the smallest, and the speeds depend
-# on the kernels this CPU has (compare with lesson 05's hardware table). Choose the quality you
-# need first (lesson 04's acceptance rule), then the fastest option that meets it on the machine
+# **What to notice.** Read the table by column, not by row. Size, speed and quality need not go
+# together: the A16W8 file is as small as lesson 03's 8-bit one and the most faithful of the
+# ResNet18 rows, yet it runs in float; and the speeds depend on the kernels this CPU has (lesson
+# 05's hardware table). Choose the quality you need first (lesson 04's acceptance rule), then the fastest option that meets it on the machine
 # you deploy to, measured there.
 
 # %% [markdown]
@@ -514,8 +514,8 @@ if missing:
 #
 # - Weight-only 4-bit (`MatMulNBitsQuantizer`) stores the MatMul weights as lesson 01's packed
 #   int4 codes with a scale per block; smaller blocks and asymmetric ranges keep more quality. It
-#   shrinks only the ops it covers, and it pays in speed where weights are read more often than
-#   they are used: large models, one token at a time.
+#   shrinks only the ops it covers, and it pays in speed most surely where each weight read from
+#   memory is used for few tokens: large models, one token at a time.
 # - 16-bit activations (A16W8) bring the quantized model close to fp32, and show how much of the
 #   error the activations caused; on a CPU they run in float between Q/DQ pairs, so they cost speed.
 # - Every option's numbers belong to the machine that measured them: the table of section 3 is
