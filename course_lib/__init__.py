@@ -16,6 +16,7 @@ top to bottom. These are the library the lessons use:
                   (a package: one module for each)
     hardware      the CPU features that matter for INT8, ONNX Runtime's providers
     kernels       what ONNX Runtime really runs: the optimized graph, its kernels, a profile, drawings
+    qat           quantization-aware training's plumbing: BatchNorm folding, fake-quantized twins, export
     checks        the exercises' self-checks: each says whether an answer is right and, if not, why
     explorers     the lessons' interactive explorers: plain computations and their ipywidgets
                   (imported by notebooks, never by the modules above)
@@ -44,6 +45,7 @@ _MODULES = (
     "kernels",
     "measure",
     "models",
+    "qat",
     "text_encoder",
     "variants",
 )

@@ -831,3 +831,51 @@ def check_nbits_bytes(answer, path, node_name: str) -> CheckResult:
     }
     hint = slips.get(int(answer), f"count the codes (K·N/2), the scales (4 bytes per block of {block})")
     return CheckResult(False, f"Got {int(answer):,}, expected {expected:,}: {hint}.")
+
+
+def _weight_scale(path, weight: str) -> float:
+    """The scale a QDQ file stores for the quantized weight `weight` (one scale per tensor)."""
+    import onnx
+
+    stored = {t.name: t for t in onnx.load(str(path)).graph.initializer}
+    name = f"{weight}_scale"
+    if name not in stored:
+        scales = [n.removesuffix("_scale") for n in stored if n.endswith("weight_scale")]
+        raise ValueError(
+            f"{path} has no scale for a weight named {weight!r}; its quantized weights include "
+            f"{', '.join(scales[:3])} …"
+        )
+    scale = onnx.numpy_helper.to_array(stored[name])
+    if scale.size != 1:
+        raise ValueError(
+            f"{weight!r} has {scale.size} scales (per channel); this exercise needs one per tensor."
+        )
+    return float(scale.reshape(()))
+
+
+def check_int4_scale(answer, path, weight: str) -> CheckResult:
+    """Exercise (by hand, then check): the scale `quantize_static` stores for a symmetric INT4
+    weight with one scale per tensor and `reduce_range`, from the weight's largest |value|."""
+    if answer is None:
+        return CheckResult(False, "No answer yet: the scale, from the weight's largest |value|.")
+    expected = _weight_scale(path, weight)
+    absmax = expected * 3.5
+    if np.isclose(float(answer), expected, rtol=1e-5):
+        return CheckResult(
+            True,
+            f"scale {expected:.6g} = 2·max|w| / 7: with reduce_range the range is [−4, 3], 7 steps, so "
+            f"the largest weight ({absmax:.4g}) sits 3.5 steps from zero and rounds to the code ±4.",
+        )
+    slips = {
+        absmax
+        / 7.5: "that is the scale without reduce_range: [−8, 7] has 15 steps; reduce_range takes [−4, 3]",
+        absmax / 7: "that is the symmetric ±7 of lesson 01; ONNX Runtime's reduce_range range is [−4, 3]",
+        absmax / 8: "INT4's most negative code is −8, but reduce_range takes the range [−4, 3]",
+        absmax / 4: "the range is [−4, 3], and the scale is 2·max|w| / (qmax − qmin) = 2·max|w| / 7",
+        absmax / 3: "the range is [−4, 3], and the scale is 2·max|w| / (qmax − qmin) = 2·max|w| / 7",
+    }
+    hint = next(
+        (why for value, why in slips.items() if np.isclose(float(answer), value, rtol=1e-5)),
+        "start from max|w|, the weight's largest magnitude, and the range [−4, 3]",
+    )
+    return CheckResult(False, f"Got {float(answer):.6g}, expected {expected:.6g}: {hint}.")

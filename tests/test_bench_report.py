@@ -295,11 +295,57 @@ def test_the_four_bit_claim_sets_the_file_beside_the_ideal_eighth():
     ]
     (section,) = [s for s in report.build(entries, ENV)["sections"] if s["lesson"] == "06"]
     assert section["title"] == "06 · past W8A8"
-    (claim,) = section["claims"]
+    claim, static, qat = section["claims"]
     assert "seed 004" in claim["quoted claim"]
+    assert static["measured here"] == qat["measured here"] == "not measured yet: run the lesson"
     assert claim["measured here"] == (
         "4-bit text encoder (blocks of 32, asymmetric): 63.5 MB, 70% of the fp32 file's 90.3 MB "
         "(an ideal 4-bit payload is 12.5 %); worst cosine 0.9632"
     )
     (empty,) = [s for s in report.build([], ENV)["sections"] if s["lesson"] == "06"]
     assert empty["claims"][0]["measured here"] == "not measured yet: run the lesson"
+
+
+def test_the_static_and_qat_claims_read_lesson_06s_variants():
+    entries = [
+        _entry(
+            "06",
+            "text_encoder",
+            "static INT8, representative calibration",
+            {"cos_min": 0.9822, "speedup_b16": 1.14},
+        ),
+        _entry(
+            "06",
+            "text_encoder",
+            "dynamic INT8, per-channel (lesson 02)",
+            {"cos_min": 0.9829, "speedup_b16": 1.35},
+        ),
+        _entry(
+            "06",
+            "fashion_resnet18",
+            "QAT (10 steps), 4-bit weights",
+            {
+                "accuracy": 0.9014,
+                "fp32_accuracy": 0.9168,
+                "train_seconds": 4.5,
+                "codes_differing": 0,
+                "codes": 11_165_760,
+            },
+        ),
+        _entry("06", "fashion_resnet18", "PTQ, 4-bit weights", {"accuracy": 0.8353}),
+    ]
+    (section,) = [s for s in report.build(entries, ENV)["sections"] if s["lesson"] == "06"]
+    _, static, qat = section["claims"]
+    assert "Neither method has a universal accuracy or latency advantage" in static["quoted claim"]
+    assert static["measured here"] == (
+        "text encoder, 200 held-out sentences: static INT8 worst cosine 0.9822 at 1.14x fp32 (batch 16); "
+        "dynamic INT8 0.9829 at 1.35x"
+    )
+    assert "every simulated operation identically" in qat["quoted claim"]
+    assert qat["measured here"] == (
+        "4-bit ResNet18: QAT (4.5 s of training) 90.14%, PTQ 83.53%, fp32 91.68%; "
+        "the file's INT4 codes differ from the training's in 0 of 11,165,760 weights"
+    )
+    # Without the PTQ entry there is nothing to set QAT beside.
+    (section,) = [s for s in report.build(entries[:3], ENV)["sections"] if s["lesson"] == "06"]
+    assert section["claims"][2]["measured here"] == "not measured yet: run the lesson"

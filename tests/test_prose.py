@@ -71,6 +71,7 @@ ALLOWED = {
     ("06", "32 weights"): "the block size the sentence works through, a setting",
     ("06", "0.625 bytes"): "half a byte plus 4 bytes per 32 weights: arithmetic",
     ("06", "256 times"): "2**16 levels against 2**8: arithmetic",
+    ("06", "128 images"): "the QAT batch size, a setting (BATCH in the cell below it)",
 }
 
 

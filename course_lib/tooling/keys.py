@@ -44,6 +44,20 @@ RESNET_ACCEPTED = Read(
 SPEED_05 = Read("05", None, (), SPEED)  # every INT8 variant of lesson 05 against fp32
 # Lesson 06: the 4-bit weight-only text encoder, blocks of 32, asymmetric, beside its fp32 file.
 FOUR_BIT = Read("06", TEXT_ENCODER, ("4-bit, blocks of 32, asymmetric",), ("fp32_bytes", "cos_min"))
+# Lesson 06: static INT8 on the text encoder beside dynamic INT8, both on the held-out sentences.
+STATIC_TEXT_ENCODER = Read(
+    "06",
+    TEXT_ENCODER,
+    ("static INT8, representative calibration", "dynamic INT8, per-channel (lesson 02)"),
+    ("cos_min", "speedup_b16"),
+)
+# Lesson 06: 4-bit weights on the ResNet18, after training and with quantization-aware training.
+QAT = Read(
+    "06",
+    RESNET18,
+    ("QAT (10 steps), 4-bit weights", "PTQ, 4-bit weights"),
+    ("accuracy", "fp32_accuracy", "train_seconds", "codes_differing", "codes"),
+)
 SPEED_BENCH = Read(BENCH, None, (), SPEED)  # those of the benchmark against FP32_BASELINE
 
 READS = (
@@ -54,5 +68,7 @@ READS = (
     RESNET_ACCEPTED,
     SPEED_05,
     FOUR_BIT,
+    STATIC_TEXT_ENCODER,
+    QAT,
     SPEED_BENCH,
 )

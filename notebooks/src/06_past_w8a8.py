@@ -15,17 +15,20 @@
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/onnx-quant-course/onnx-quant-course/blob/main/notebooks/06_past_w8a8.ipynb) [![Launch Binder](https://mybinder.org/badge_logo.svg)](https://mybinder.org/v2/gh/onnx-quant-course/onnx-quant-course/main?labpath=notebooks%2F06_past_w8a8.ipynb)
 
 # %% [markdown]
-# # 06 · Past W8A8: 4-bit weights and 16-bit activations
+# # 06 · Past W8A8: 4-bit weights, 16-bit activations, static INT8 for the transformer, QAT
 #
 # Lessons 02–05 used one recipe: 8-bit weights and 8-bit activations ("W8A8"), found after
 # training. ONNX Runtime's quantization package goes further in both directions: fewer bits for
 # the weights, where the weights' bytes are what limits, and more bits for the activations, where
-# accuracy is. This lesson measures both on your CPU, beside what lessons 02–05 built, and ends
-# with one table of the options of the whole course, as measured on this machine.
+# accuracy is. It can also calibrate the transformer that lesson 02 quantized dynamically, and
+# when rounding after training costs too much, a few steps of training with the rounding in the
+# loop win the accuracy back. This lesson measures all four on your CPU, beside what lessons 02–05
+# built, and ends with one table of the options of the whole course, as measured on this machine.
 #
-# **Learning goal.** Know which ONNX Runtime call makes a weight-only 4-bit model and an A16W8
-# model, what each stores and runs, and choose between them and W8A8 from measurements of size,
-# speed and quality on the machine you deploy to.
+# **Learning goal.** Know which ONNX Runtime call makes a weight-only 4-bit model, an A16W8 model
+# and a statically quantized transformer, what each stores and runs, how quantization-aware
+# training fixes what post-training rounding breaks, and choose between them and W8A8 from
+# measurements of size, speed and quality on the machine you deploy to.
 #
 # **Before you start.** Lessons 01 (block-wise scales, packed int4), 02 (the text encoder and its
 # quality measures), 03 (static QDQ and calibration) and 05 (reading which kernels run).
@@ -34,7 +37,10 @@
 # 1. 4-bit weight-only on the text encoder: `MatMulNBitsQuantizer`, block size, symmetric or not,
 #    `accuracy_level`; the file's bytes are lesson 01's packed int4.
 # 2. 16-bit activations (A16W8) on the ResNet18, and the kernels they reach.
-# 3. One table to decide from: the options of lessons 02–06 as measured here. Summary and
+# 3. Static INT8 on the text encoder: calibration sentences, and which ops to keep in float.
+# 4. Quantization-aware training, small: 4-bit weights on the ResNet18, rounded after training
+#    and trained with the rounding.
+# 5. One table to decide from: the options of lessons 02–06 as measured here. Summary and
 #    exercises.
 
 # %%
@@ -69,13 +75,22 @@ if "google.colab" in sys.modules:
 
 # %%
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
 import onnx
 from IPython.display import Markdown, display
-from onnxruntime.quantization import QuantFormat, QuantType, quantize_dynamic, quantize_static
+from onnxruntime.quantization import (
+    CalibrationDataReader,
+    CalibrationMethod,
+    QuantFormat,
+    QuantType,
+    quantize_dynamic,
+    quantize_static,
+)
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+from onnxruntime.quantization.shape_inference import quant_pre_process
 
 import course_lib as cl
 from course_lib import affine, kernels, measure, variants
@@ -92,6 +107,9 @@ logging.getLogger().addFilter(lambda record: "pre-process" not in record.getMess
 logging.getLogger().addFilter(
     lambda record: "16-bit integer quantization natively" not in record.getMessage()
 )
+# Quantizing LayerNorms per channel (section 3) logs a warning for each one: a LayerNorm's weight is
+# one-dimensional, so it gets one scale. Dropped as well:
+logging.getLogger().addFilter(lambda record: "is out-of-range for weight" not in record.getMessage())
 work = cl.lesson_folder("06")  # this run's files: <data dir>/lessons/06/, emptied each run
 THREADS = 2  # fixed, so that every latency below is comparable
 
@@ -118,12 +136,14 @@ def ratio(c: measure.LatencyComparison) -> str:
 # integers.
 #
 # The same fair baseline as lesson 02: the fp32 graph after ONNX Runtime's transformer optimizer,
-# and the same 300 sentences at 128 tokens.
+# and lesson 02's 300 sentences at 128 tokens. Section 3 calibrates on the first 100 of them, so
+# every quality figure in this lesson is measured on the other 200, held out.
 
 # %%
 paths = te.ensure_onnx()
 sentences = te.load_sentences(300)
-feed = te.encode(sentences, max_length=128, padding="max_length")
+calibration_sentences, held_out = sentences[:100], sentences[100:]
+feed = te.encode(held_out, max_length=128, padding="max_length")
 ref = te.onnx_embed(paths["optimized"], feed)
 
 
@@ -141,7 +161,9 @@ def batch_of(n):
     return {k: v[:n] for k, v in feed.items()}
 
 
-print(f"fp32 (optimized): {mb(paths['optimized']):.1f} MB, {len(sentences)} sentences of 128 tokens")
+print(
+    f"fp32 (optimized): {mb(paths['optimized']):.1f} MB; quality on {len(held_out)} sentences of 128 tokens"
+)
 
 # %% [markdown]
 # The quantizer call: `MatMulNBitsQuantizer(model, bits, block_size, is_symmetric,
@@ -158,14 +180,20 @@ weight_only_options = {
         block_size=32, is_symmetric=False, accuracy_level=4
     ),
 }
-weight_only = {}
-for i, (label, options) in enumerate(weight_only_options.items()):
+
+
+def quantize_4bit(out, **options):
     quantizer = MatMulNBitsQuantizer(onnx.load(paths["optimized"]), bits=4, **options)
     quantizer.process()
-    out = work / f"text_encoder.4bit.{i}.onnx"
     quantizer.model.save_model_to_file(str(out), use_external_data_format=False)
-    weight_only[label] = out
-print(measure.model_facts(weight_only[label]).op_counts)
+    return out
+
+
+weight_only = {
+    label: quantize_4bit(work / f"text_encoder.4bit.{i}.onnx", **options)
+    for i, (label, options) in enumerate(weight_only_options.items())
+}
+print(measure.model_facts(weight_only["4-bit, blocks of 32, asymmetric"]).op_counts)
 
 # %% [markdown]
 # **What to notice.** Count the `MatMulNBits` nodes: they replaced the plain `MatMul`s, and only
@@ -202,7 +230,7 @@ for op, held in sorted(bytes_by_op.items(), key=lambda kv: -kv[1]):
 symmetric32 = onnx.load(weight_only["4-bit, blocks of 32, symmetric"]).graph
 node = next(n for n in symmetric32.node if n.op_type == "MatMulNBits")
 attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-stored = {t.name: onnx.numpy_helper.to_array(t) for t in symmetric32.initializer}
+stored = {t.name: onnx.numpy_helper.to_array(t) for t in symmetric32.initializer if t.name in node.input}
 packed, scales = stored[node.input[1]], stored[node.input[2]]
 K, N, block = attrs["K"], attrs["N"], attrs["block_size"]
 blocks = -(-K // block)  # ceil(K / block)
@@ -216,6 +244,7 @@ print(f"stored: {packed.nbytes:,} bytes of codes, {scales.nbytes:,} of scales (f
 within = error_in_steps <= 0.5 + 1e-4  # half a step, with float32 rounding's slack
 print(f"decoded within half a step of the fp32 weight: {within.mean():.3%} of the weights")
 print(f"the others: {(~within).sum()} weights, at most {error_in_steps.max():.2f} steps off")
+del fp32_graph, weights, symmetric32, stored  # 150 MB that the rest of the lesson does not need
 
 
 # %% [markdown]
@@ -230,7 +259,7 @@ print(f"the others: {(~within).sum()} weights, at most {error_in_steps.max():.2f
 # is clipped, up to one step off. Lesson 01's symmetric range, which gives up the level −8 to stay
 # symmetric, trades the other way.
 #
-# **Quality.** The same measures as lesson 02 on the 300 sentences, beside dynamic INT8 with
+# **Quality.** The same measures as lesson 02 on the 200 held-out sentences, beside dynamic INT8 with
 # per-channel weights (lesson 02's choice), made here with the same call:
 
 # %%
@@ -339,7 +368,7 @@ resnet = variants.build_resnet_variants(work, (A8W8,), log=print)
 resnet_fp32 = resnet["fp32"]  # pre-processed, as lesson 03 quantizes it
 reader = cl.DatasetReader(resnet_fp32, count=200, batch_size=20)
 a16w8 = {}
-for activation_type in (QuantType.QUInt16, QuantType.QInt16):
+for activation_type in (QuantType.QUInt16,):  # QInt16 works the same way, and as slowly
     out = work / f"resnet18.a16w8.{activation_type.name}.onnx"
     reader.rewind()
     quantize_static(
@@ -407,21 +436,369 @@ print(f"agreement: A16W8 {a16['parity'].agreement:.2%}, A8W8 {a8['parity'].agree
 print(f"speed against fp32: A16W8 {ratio(a16['speed'])}, A8W8 {ratio(a8['speed'])}")
 
 # %% [markdown]
+# ## 3. Static INT8 on the text encoder
+#
+# Lesson 02 quantized the text encoder *dynamically*: every run measures each activation's range
+# before it rounds. *Static* quantization (lesson 03) measures the ranges once, on calibration
+# data, and writes them into the file. On a transformer three choices decide whether that works:
+#
+# - **The graph.** The optimized graph, as in lesson 02, after `quant_pre_process` (lesson 03).
+#   The optimizer's fused operators (`Attention`, `SkipLayerNormalization`, `BiasGelu`) are ONNX
+#   Runtime's own contrib ops, which ONNX's shape inference cannot type; the pre-processing runs
+#   ONNX Runtime's symbolic shape inference, which can. Without those types the quantizer cannot
+#   tell that the tensors between the fused ops are float, and leaves them unquantized.
+# - **The ops.** Only the `MatMul`s (`op_types_to_quantize`). In the optimized graph the
+#   embedding (inside `EmbedLayerNormalization`) and every LayerNorm (`SkipLayerNormalization`)
+#   are fused operators, so they stay in float; below we also quantize them, in the graph before
+#   the optimizer, to see what that costs.
+# - **The MatMul outputs stay float** (`OpTypesToExcludeOutputQuantization`). Each MatMul's
+#   output feeds a float op (a LayerNorm, GELU), and it spans a wider range than its inputs:
+#   rounding it to 8 bits only adds error. ONNX Runtime then fuses each group into
+#   `MatMulIntegerToFloat`: 8-bit inputs, integer arithmetic, float32 out.
+#
+# The calibration reader gives the model exactly what it gets at inference: tokenized sentences,
+# 4 at a time (memory grows with the rows per batch). The representative set is the first 100
+# sentences; the "short only" set is their shortest third.
+
+# %%
+pre = work / "text_encoder.pre.onnx"
+quant_pre_process(paths["optimized"], pre)
+
+
+class SentenceReader(CalibrationDataReader):
+    """Tokenized sentences, `batch` at a time, as the model gets them (int64, 128 tokens)."""
+
+    def __init__(self, sentences, batch=4):
+        self.feed = te.encode(sentences, max_length=128, padding="max_length")
+        self.batch, self.count = batch, len(sentences)
+        self.rewind()
+
+    def get_next(self):
+        start = next(self.starts, None)
+        if start is None:
+            return None
+        return {name: rows[start : start + self.batch] for name, rows in self.feed.items()}
+
+    def rewind(self):
+        self.starts = iter(range(0, self.count, self.batch))
+
+
+tokens = te.encode(calibration_sentences)["attention_mask"].sum(1)  # real tokens per sentence
+shortest = np.sort(np.argsort(tokens, kind="stable")[: len(tokens) // 3])
+short_sentences = [calibration_sentences[i] for i in shortest]
+print(f"representative: {len(tokens)} sentences of {tokens.min()}–{tokens.max()} tokens")
+print(f"short only: {len(shortest)} sentences of {tokens[shortest].min()}–{tokens[shortest].max()} tokens")
+
+# %%
+static_options = dict(
+    quant_format=QuantFormat.QDQ,
+    op_types_to_quantize=["MatMul"],
+    per_channel=True,
+    activation_type=QuantType.QUInt8,
+    weight_type=QuantType.QInt8,
+    calibrate_method=CalibrationMethod.MinMax,
+    extra_options={"OpTypesToExcludeOutputQuantization": ["MatMul"]},
+)
+static = {
+    "static INT8, representative calibration": work / "text_encoder.static.onnx",
+    "static INT8, short sentences only": work / "text_encoder.static.short.onnx",
+}
+quantize_static(
+    pre,
+    static["static INT8, representative calibration"],
+    SentenceReader(calibration_sentences),
+    **static_options,
+)
+quantize_static(
+    pre, static["static INT8, short sentences only"], SentenceReader(short_sentences), **static_options
+)
+
+# %% [markdown]
+# **The embedding and the LayerNorms.** To quantize them we need a graph in which they are plain
+# ONNX ops: the export before the optimizer (`paths["raw"]`), where the embedding is a `Gather`
+# from its table and each LayerNorm a `LayerNormalization`. Plain ops need no symbolic shape
+# inference. In this graph each attention also has two MatMuls of activations by activations
+# (queries by keys, weights by values); they are left out by name (`nodes_to_exclude`), so that
+# only MatMuls with a weight are quantized. Unlike the optimized graph, this one keeps the query,
+# key and value projections as MatMuls of their own, so they are quantized too. Three variants:
+# the MatMuls only (the control for the other two), then with the embedding, then with the
+# LayerNorms.
+
+# %%
+raw_graph = onnx.load(paths["raw"]).graph
+raw_weights = {t.name for t in raw_graph.initializer}
+activation_products = [
+    n.name for n in raw_graph.node if n.op_type == "MatMul" and n.input[1] not in raw_weights
+]
+del raw_graph
+print(f"MatMuls of two activations, left in float: {len(activation_products)}")
+raw_ops = {
+    "static INT8, before the optimizer: MatMul": ["MatMul"],
+    "static INT8, before the optimizer: MatMul and the embedding": ["MatMul", "Gather"],
+    "static INT8, before the optimizer: MatMul and the LayerNorms": ["MatMul", "LayerNormalization"],
+}
+for i, (label, ops) in enumerate(raw_ops.items()):
+    static[label] = work / f"text_encoder.raw.static.{i}.onnx"
+    quantize_static(
+        paths["raw"],
+        static[label],
+        SentenceReader(calibration_sentences),
+        **{**static_options, "op_types_to_quantize": ops},
+        nodes_to_exclude=activation_products,
+    )
+
+# %% [markdown]
+# Quality on the 200 held-out sentences, the speed of the representative variant against fp32
+# (timed in turn, as in section 1) and the kernels it runs, beside dynamic INT8 from section 1:
+
+# %%
+quality.update({label: embedding_parity(te.onnx_embed(path, feed)) for label, path in static.items()})
+static_best = "static INT8, representative calibration"
+for batch, runs in ((1, 15), (16, 4)):
+    pair = {"fp32": paths["optimized"], "quantized": static[static_best]}
+    speed[static_best, batch] = measure.compare_latency(
+        pair, batch_of, batch_size=batch, threads=THREADS, warmup=2, runs=runs
+    )
+static_ran = kernels.kernels(static[static_best], threads=THREADS, folder=work)
+dynamic_label = "dynamic INT8, per-channel (lesson 02)"
+static_rows = []
+for label, path in {dynamic_label: dynamic_int8, **static}.items():
+    q = quality[label]
+    static_rows.append(
+        {
+            "variant": label,
+            "MB": f"{mb(path):.1f}",
+            "cos min": f"{q['cos_min']:.4f}",
+            "cos mean": f"{q['cos_mean']:.4f}",
+            "same nearest neighbour": f"{q['nn']:.1%}",
+            "speedup b1": ratio(speed[label, 1]) if (label, 1) in speed else "",
+            "speedup b16": ratio(speed[label, 16]) if (label, 16) in speed else "",
+        }
+    )
+display(Markdown(measure.markdown_table(static_rows)))
+print("integer compute:", ", ".join(f"{n} {op}" for op, n in static_ran.integer.items()))
+print("float compute:", ", ".join(f"{n} {op}" for op, n in static_ran.float_compute.items()))
+
+# %% [markdown]
+# **What to notice.**
+# - **Calibration sets.** The short set saw only short sentences, so the ranges it measured are
+#   the ranges of short sentences; compare its worst sentence with the representative row's.
+#   Calibrate on what the model will see.
+# - **Embedding and LayerNorms.** Compare the three rows from before the optimizer with each
+#   other. The embedding's table is most of the file's bytes (section 1), so quantizing it
+#   shrinks the file most. A LayerNorm divides by its input's spread, and its output is what the
+#   next layer reads: read from its row what rounding it costs. These are the ops to keep in float.
+# - **The kernels.** The MatMuls run as `MatMulIntegerToFloat`; `Attention`, with the query, key
+#   and value projections fused inside it, still computes in float, and so does everything
+#   between the MatMuls. Dynamic INT8 (lesson 02) runs `Attention` on an integer kernel too
+#   (`QAttention`), so a quarter of each layer's weight arithmetic that static INT8 leaves in
+#   float, dynamic INT8 does in integers. The computed line below compares their speed here.
+
+# %%
+d16, s16 = speed[dynamic_label, 16], speed[static_best, 16]
+faster = (
+    "faster than"
+    if s16.speedup > d16.speedup_high
+    else "slower than"
+    if s16.speedup < d16.speedup_low
+    else "as fast as"
+)
+print(f"at batch 16, static INT8 ({ratio(s16)}) is {faster} dynamic INT8 ({ratio(d16)}) here")
+
+# %% [markdown]
+# ## 4. Quantization-aware training, small
+#
+# Post-training quantization (PTQ) rounds weights that were trained without knowing they would be
+# rounded. At 8 bits that costs little (lesson 03). At 4 bits it can cost a lot: below, the
+# ResNet18 with 4-bit weights, one scale per tensor and `reduce_range` (a harsh setting, chosen
+# so that rounding after training visibly fails; one scale per output channel does much better:
+# try `per_channel=True` below).
+# **Quantization-aware training** (QAT) puts the rounding into training: the forward pass uses the
+# rounded weights, so the loss sees the rounding error, and the optimizer moves the float
+# weights to where rounding costs least. A few steps on a subset of the training images are
+# enough here.
+#
+# First, PTQ. INT4 `QuantizeLinear`/`DequantizeLinear` arrived in ONNX opset 21, so the
+# pre-processed fp32 model of section 2 is converted to opset 21 first. The activations stay 8-bit.
+
+# %%
+int4_options = dict(
+    quant_format=QuantFormat.QDQ,
+    per_channel=False,
+    reduce_range=True,
+    weight_type=QuantType.QInt4,
+    activation_type=QuantType.QUInt8,
+)
+opset21 = work / "resnet18.pre.opset21.onnx"
+onnx.save(onnx.version_converter.convert_version(onnx.load(resnet_fp32), 21), opset21)
+ptq_int4 = work / "resnet18.ptq.int4.onnx"
+quantize_static(opset21, ptq_int4, cl.DatasetReader(opset21, count=200, batch_size=20), **int4_options)
+
+# %% [markdown]
+# ONNX Runtime's CPU provider has no 4-bit convolution kernel, so a 4-bit QDQ file dequantizes
+# its weights and computes in float between its Q/DQ pairs (the table below names the kernels).
+# Accuracy and agreement on the 10,000 test images:
+
+# %%
+ptq_parity = measure.parity(resnet_ref, measure.logits(ptq_int4, test_x, threads=THREADS), test_labels)
+print(
+    f"PTQ, 4-bit weights: accuracy {ptq_parity.candidate_accuracy:.2%} "
+    f"(fp32 {ptq_parity.reference_accuracy:.2%}), agreement {ptq_parity.agreement:.2%}"
+)
+
+# %% [markdown]
+# **The fake quantizer.** The training must round exactly as `quantize_static` will. For a
+# symmetric INT4 weight, one scale per tensor, with `reduce_range`, ONNX Runtime's quantizer
+# (`onnxruntime/quantization/quant_utils.py`) takes the range [−4, 3]: scale = 2·max|w| / 7, computed
+# in float64 and stored as float32; the codes are `round(w / scale)` (half to even, as
+# `torch.round`) clipped to [−8, 7]. The forward pass uses `code · scale`; the backward pass
+# pretends the rounding was the identity (the **straight-through estimator**): `w + (q − w).detach()`
+# has the value `q` and the gradient of `w`.
+#
+# PyTorch enters the lesson here. `course_lib.qat` does the plumbing around the fake quantizer:
+# it folds each BatchNorm into its convolution (so that the weights trained are the weights ONNX
+# Runtime will round), swaps each Conv2d and Linear for a twin whose forward uses
+# `fake_quant(weight)`, and exports.
+
+# %%
+import torch
+
+from course_lib import qat
+
+torch.set_num_threads(THREADS)
+
+
+def int4_scale(w):
+    """quantize_static's scale for a per-tensor, reduce_range INT4 weight: 2·max|w| / 7."""
+    return (2 * w.detach().abs().max().double() / 7).float()
+
+
+def fake_quant(w):
+    """w rounded onto the INT4 grid in the forward pass; the gradient passes straight through."""
+    scale = int4_scale(w)
+    rounded = torch.clamp(torch.round(w / scale), -8, 7) * scale
+    return w + (rounded - w).detach()
+
+
+trained = cl.load_model("fashion_resnet18", train=False, progress=False).module
+student = qat.with_fake_quant(qat.fold_batchnorm(trained), fake_quant)
+train_images, train_labels = cl.load_split("train")
+pick = np.random.default_rng(0).choice(len(train_images), 10_000, replace=False)  # a subset
+train_x, train_y = torch.from_numpy(cl.preprocess(train_images[pick])), torch.from_numpy(train_labels[pick])
+del trained, train_images, train_labels
+
+# %% [markdown]
+# The training loop: plain SGD with momentum, a small learning rate that decays to zero, batches
+# drawn from the subset with the training recipe's horizontal flips. Ten steps of 128 images:
+
+# %%
+STEPS, BATCH = 10, 128
+optimizer = torch.optim.SGD(student.parameters(), lr=1e-3, momentum=0.9, nesterov=True)
+schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, STEPS)
+generator = torch.Generator().manual_seed(0)
+student.train()
+start = time.perf_counter()
+for _ in range(STEPS):
+    rows = torch.randint(0, len(train_x), (BATCH,), generator=generator)
+    images, labels = train_x[rows], train_y[rows]
+    flip = torch.rand(BATCH, generator=generator) < 0.5
+    images = torch.where(flip[:, None, None, None], images.flip(3), images)
+    loss = torch.nn.functional.cross_entropy(student(images), labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    schedule.step()
+student.eval()
+train_seconds = time.perf_counter() - start
+optimizer.zero_grad()  # drops the gradients: with the optimizer's state and the subset, memory
+del optimizer, schedule, train_x, train_y, images, labels  # that the export does not need
+print(f"{STEPS} steps of {BATCH} images: {train_seconds:.1f} s, last loss {loss.item():.3f}")
+
+# %% [markdown]
+# Export the **latent float weights** (not the rounded ones) and quantize them with the same call
+# as PTQ: `quantize_static` then computes the same scales and rounds to the same codes that the
+# training used. The cell counts the codes that differ.
+
+# %%
+qat_fp32 = qat.export_onnx(qat.without_fake_quant(student), work / "resnet18.qat.onnx", opset=21)
+qat_pre = work / "resnet18.qat.pre.onnx"
+quant_pre_process(qat_fp32, qat_pre)
+qat_int4 = work / "resnet18.qat.int4.onnx"
+quantize_static(qat_pre, qat_int4, cl.DatasetReader(qat_pre, count=200, batch_size=20), **int4_options)
+
+in_file = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(qat_int4).graph.initializer}
+differ = total = 0
+for name, w in student.named_parameters():
+    if name.endswith("weight") and w.ndim > 1:  # the convolutions' and the classifier's
+        codes = torch.clamp(torch.round(w / int4_scale(w)), -8, 7).detach().numpy()
+        differ += int((codes != in_file[f"{name}_quantized"]).sum())
+        total += codes.size
+print(f"INT4 codes in the file that differ from the training's: {differ} of {total:,}")
+del in_file
+
+# %%
+qat_parity = measure.parity(resnet_ref, measure.logits(qat_int4, test_x, threads=THREADS), test_labels)
+int4_speed = measure.compare_latency(
+    {"fp32": resnet_fp32, "quantized": qat_int4}, {"input": test_x[:64]}, threads=THREADS, warmup=2, runs=6
+)
+int4_ran = kernels.kernels(qat_int4, threads=THREADS, folder=work)
+ptq_label, qat_label = "PTQ, 4-bit weights", f"QAT ({STEPS} steps), 4-bit weights"
+lost = ptq_parity.reference_accuracy - ptq_parity.candidate_accuracy
+won = qat_parity.candidate_accuracy - ptq_parity.candidate_accuracy
+qat_rows = [
+    {"variant": "fp32", "accuracy": f"{ptq_parity.reference_accuracy:.2%}", "agreement": "", "training": ""},
+    {
+        "variant": ptq_label,
+        "accuracy": f"{ptq_parity.candidate_accuracy:.2%}",
+        "agreement": f"{ptq_parity.agreement:.2%}",
+        "training": "none",
+    },
+    {
+        "variant": qat_label,
+        "accuracy": f"{qat_parity.candidate_accuracy:.2%}",
+        "agreement": f"{qat_parity.agreement:.2%}",
+        "training": f"{train_seconds:.1f} s, {STEPS * BATCH:,} images",
+    },
+]
+display(Markdown(measure.markdown_table(qat_rows)))
+print(
+    f"QAT won back {won / lost:.0%} of the {lost:.2%} that PTQ lost" if lost > 0 else "PTQ lost nothing here"
+)
+print(
+    f"the 4-bit file at batch 64, default session: {ratio(int4_speed)} fp32; "
+    f"integer compute: {', '.join(f'{n} {op}' for op, n in int4_ran.integer.items()) or 'none'}"
+)
+
+# %% [markdown]
+# **What to notice.** The codes match: the training's fake quantizer and ONNX Runtime's quantizer
+# agree on every scale and every rounding, which is what makes the accuracy QAT reached in PyTorch
+# carry over to the file. Seed 004 warns that QAT "does not guarantee that the final runtime
+# implements every simulated operation identically": here the weights' rounding is identical
+# (the count above), and the activations' 8-bit rounding is the one part the training did not
+# simulate. A few seconds of training won back most of what rounding after training
+# lost, because the loss saw the rounding: the latent weights moved until their rounded values
+# classified well. QAT changes the weights, not the format: the file is as small as PTQ's and runs
+# the same kernels, and here 4-bit QDQ has no integer kernel, so it is slower than fp32 (the last
+# line). 4-bit weights pay where a runtime has 4-bit kernels, or where the file's size is what
+# matters.
+
+# %% [markdown]
 # ## Save this lesson's figures
 #
-# Bookkeeping, and the input of section 3: this lesson's figures go into the course's results
+# Bookkeeping, and the input of section 5: this lesson's figures go into the course's results
 # store, beside those lessons 02–05 recorded when they ran on this machine.
 
 # %%
-for label, path in candidates.items():
+for label, path in {**candidates, **static}.items():
+    timed = (label, 16) in speed  # the variants whose speed was measured
     metrics = {
         **quality[label],
-        "speedup_b1": speed[label, 1].speedup,
-        "speedup_b16": speed[label, 16].speedup,
-        "speedup_b16_low": speed[label, 16].speedup_low,
-        "speedup_b16_high": speed[label, 16].speedup_high,
-        "peak_memory_b1_bytes": memory[label],
         "fp32_bytes": Path(paths["optimized"]).stat().st_size,
+        "speedup_b1": speed[label, 1].speedup if timed else None,
+        "speedup_b16": speed[label, 16].speedup if timed else None,
+        "speedup_b16_low": speed[label, 16].speedup_low if timed else None,
+        "speedup_b16_high": speed[label, 16].speedup_high if timed else None,
+        "peak_memory_b1_bytes": memory.get(label),
     }
     options = {"threads": THREADS, "sequence": 128, **weight_only_options.get(label, {})}
     measure.record(
@@ -444,9 +821,41 @@ for label, r in resnet_results.items():
         metrics=metrics,
         options={"threads": THREADS},
     )
+int4 = {"threads": THREADS, "weights": "int4, per-tensor, reduce_range", "activations": "uint8"}
+measure.record(
+    lesson="06",
+    model="fashion_resnet18",
+    variant=ptq_label,
+    path=ptq_int4,
+    metrics={
+        "accuracy": ptq_parity.candidate_accuracy,
+        "agreement": ptq_parity.agreement,
+        "fp32_accuracy": ptq_parity.reference_accuracy,
+    },
+    options=int4,
+)
+measure.record(
+    lesson="06",
+    model="fashion_resnet18",
+    variant=qat_label,
+    path=qat_int4,
+    metrics={
+        "accuracy": qat_parity.candidate_accuracy,
+        "agreement": qat_parity.agreement,
+        "fp32_accuracy": qat_parity.reference_accuracy,
+        "speedup_b64": int4_speed.speedup,
+        "speedup_b64_low": int4_speed.speedup_low,
+        "speedup_b64_high": int4_speed.speedup_high,
+        "train_seconds": train_seconds,
+        "train_images": STEPS * BATCH,
+        "codes_differing": differ,
+        "codes": total,
+    },
+    options={**int4, "steps": STEPS, "batch": BATCH, "lr": 1e-3},
+)
 
 # %% [markdown]
-# ## 3. One table to decide from
+# ## 5. One table to decide from
 #
 # Every option of the course, with what it changes, when it is the one to reach for, and its size,
 # speed and quality as measured on this machine: this lesson's rows in this run, the others by
@@ -468,6 +877,8 @@ WHEN = {  # (lesson, model, variant as the lesson recorded it): when to reach fo
     ("04", "fashion_resnet18", "per-channel, 2 layers in float"): "qdq_loss_debug names a few layers",
     ("06", "text_encoder", "4-bit, blocks of 32, asymmetric"): "weights that do not fit; one token at a time",
     ("06", "fashion_resnet18", a16_label): "measuring the activations' share of the error",
+    ("06", "text_encoder", static_best): "no range-finding per run; calibration data at hand",
+    ("06", "fashion_resnet18", qat_label): "when rounding after training costs too much",
 }
 stored = {(e["lesson"], e["model"], e["variant"]): e for e in measure.load_results()}  # latest of each
 
@@ -518,7 +929,13 @@ if missing:
 #   memory is used for few tokens: large models, one token at a time.
 # - 16-bit activations (A16W8) bring the quantized model close to fp32, and show how much of the
 #   error the activations caused; on a CPU they run in float between Q/DQ pairs, so they cost speed.
-# - Every option's numbers belong to the machine that measured them: the table of section 3 is
+# - Static INT8 on a transformer: pre-process the optimized graph, quantize the MatMuls with their
+#   outputs left in float, calibrate on sentences like the ones it will serve, and keep the
+#   LayerNorms (and, for quality, the embedding) in float.
+# - Quantization-aware training puts the rounding into the forward pass, with a straight-through
+#   gradient; when its fake quantizer rounds exactly as ONNX Runtime will, a short fine-tune wins
+#   back what rounding after training lost, and the file it exports is the same format as PTQ's.
+# - Every option's numbers belong to the machine that measured them: the table of section 5 is
 #   this machine's, and the choice is made from it, quality first.
 #
 # ## Exercises
@@ -542,3 +959,14 @@ cl.checks.check_nbits_bytes(answer_1, weight_only["4-bit, blocks of 32, asymmetr
 # %%
 answer_2 = kernels.kernels(a16w8[a16_label]).integer_count  # solution
 cl.checks.check_integer_kernels(answer_2_guess, answer_2, a16w8[a16_label])
+
+# %% [markdown]
+# **3. The 4-bit scale by hand.** Section 4's files store one float scale per weight tensor. From
+# the latent weight of the first block's first convolution, `student.layer1[0].conv1.weight`,
+# compute the scale `quantize_static` stored for it (symmetric INT4, one scale per tensor,
+# `reduce_range`), then check it against the QAT file.
+
+# %%
+w = student.layer1[0].conv1.weight.detach()
+answer_3 = 2 * w.abs().max().item() / 7  # solution
+cl.checks.check_int4_scale(answer_3, qat_int4, "layer1.0.conv1.weight")
