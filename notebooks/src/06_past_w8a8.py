@@ -99,7 +99,8 @@ from course_lib import text_encoder as te
 # Importing the 4-bit quantizer sets Python's root logger to INFO (its module calls
 # logging.basicConfig), so every quantizer would log a line per node; warnings and errors still show.
 # ONNX Runtime's quantizer also logs "Please consider to run pre-processing before quantization"
-# for the text encoder, which is quantized as exported, as in lesson 02. We drop only that line:
+# for the files it quantizes as exported (section 1, as in lesson 02; section 3's export before the
+# optimizer; section 4's opset conversion). We drop only that line:
 logging.getLogger().setLevel(logging.WARNING)
 logging.getLogger().addFilter(lambda record: "pre-process" not in record.getMessage())
 # For 16-bit activations (section 2) it converts the opset-18 ResNet18 to opset 21 and logs that
@@ -613,6 +614,7 @@ print(f"at batch 16, static INT8 ({ratio(s16)}) is {faster} dynamic INT8 ({ratio
 # ResNet18 with 4-bit weights, one scale per tensor and `reduce_range` (a harsh setting, chosen
 # so that rounding after training visibly fails; one scale per output channel does much better:
 # try `per_channel=True` below).
+#
 # **Quantization-aware training** (QAT) puts the rounding into training: the forward pass uses the
 # rounded weights, so the loss sees the rounding error, and the optimizer moves the float
 # weights to where rounding costs least. A few steps on a subset of the training images are
