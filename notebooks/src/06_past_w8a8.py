@@ -860,6 +860,9 @@ measure.record(
     },
     options={**int4, "steps": STEPS, "batch": BATCH, "lr": 1e-3},
 )
+print(
+    f"lesson 06: {len(candidates) + len(static) + len(resnet_results) + 2} results saved to {measure.results_path()}"
+)
 
 # %% [markdown]
 # ## 5. One table to decide from
