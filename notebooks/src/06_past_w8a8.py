@@ -455,9 +455,9 @@ print(f"speed against fp32: A16W8 {ratio(a16['speed'])}, A8W8 {ratio(a8['speed']
 #   are fused operators, so they stay in float; below we also quantize them, in the graph before
 #   the optimizer, to see what that costs.
 # - **The MatMul outputs stay float** (`OpTypesToExcludeOutputQuantization`). Each MatMul's
-#   output feeds a float op (a LayerNorm, GELU), and it spans a wider range than its inputs:
-#   rounding it to 8 bits only adds error. ONNX Runtime then fuses each group into
-#   `MatMulIntegerToFloat`: 8-bit inputs, integer arithmetic, float32 out.
+#   output feeds a float op (a LayerNorm, GELU), so rounding it to 8 bits as well would only add
+#   error. ONNX Runtime then fuses each group into `MatMulIntegerToFloat`: 8-bit inputs, integer
+#   arithmetic, float32 out.
 #
 # The calibration reader gives the model exactly what it gets at inference: tokenized sentences,
 # 4 at a time (memory grows with the rows per batch). The representative set is the first 100
@@ -699,8 +699,8 @@ del trained, train_images, train_labels
 # drawn from the subset with the training recipe's horizontal flips. Ten steps of 128 images:
 
 # %%
-STEPS, BATCH = 10, 128
-optimizer = torch.optim.SGD(student.parameters(), lr=1e-3, momentum=0.9, nesterov=True)
+STEPS, BATCH, LR = 10, 128, 1e-3
+optimizer = torch.optim.SGD(student.parameters(), lr=LR, momentum=0.9, nesterov=True)
 schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, STEPS)
 generator = torch.Generator().manual_seed(0)
 student.train()
@@ -858,7 +858,7 @@ measure.record(
         "codes_differing": differ,
         "codes": total,
     },
-    options={**int4, "steps": STEPS, "batch": BATCH, "lr": 1e-3},
+    options={**int4, "steps": STEPS, "batch": BATCH, "lr": LR},
 )
 print(
     f"lesson 06: {len(candidates) + len(static) + len(resnet_results) + 2} results saved to {measure.results_path()}"
