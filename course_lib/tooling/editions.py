@@ -116,7 +116,7 @@ def run_record(results: list, prepare_seconds: float | None = None) -> dict:
     import platform
     from datetime import UTC, datetime
 
-    from ..hardware import cpu_report
+    from ..hardware import cpu_report, cpu_summary
     from ..versions import package_version as version
     from .bundle import git_commit
 
@@ -129,6 +129,7 @@ def run_record(results: list, prepare_seconds: float | None = None) -> dict:
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": commit or None,
         "cpu": cpu["cpu"],
+        "machine": cpu_summary(),
         "logical_cores": cpu["logical_cores"],
         "python": platform.python_version(),
         "onnxruntime": version("onnxruntime"),
@@ -160,6 +161,26 @@ def check_record(record: dict, lessons: list[str]) -> None:
         raise TimingsError(f"{', '.join(bad)} failed or were not measured: fix them and run again")
 
 
+def machine_of(record: dict) -> str:
+    """The machine a run record was measured on: the CPU with its INT8 features, where recorded."""
+    return record.get("machine") or record["cpu"]
+
+
+def timings_runs(timings: dict) -> list[dict]:
+    """The run records in docs/timings.json: one per machine (an older file holds a single record)."""
+    return timings.get("runs", [timings])
+
+
+def merge_run(timings: dict | None, record: dict) -> dict:
+    """docs/timings.json's content with `record` added, replacing an earlier run on the same machine.
+
+    Lesson times depend on the CPU (its cores, its vector and INT8 instructions), so the
+    guide keeps the latest run of each machine it has seen rather than only the last one.
+    """
+    runs = [r for r in timings_runs(timings or {"runs": []}) if machine_of(r) != machine_of(record)]
+    return {"runs": [*runs, record]}
+
+
 def timings_table(record: dict) -> str:
     """The guide's table: each lesson's run time and peak memory, with the machine that measured them."""
     from ..measure import markdown_table
@@ -178,16 +199,17 @@ def timings_table(record: dict) -> str:
     ]
     total = duration(sum(e["seconds"] for e in record["lessons"]))
     return (
-        markdown_table(rows)
+        f"**{machine_of(record)}**\n\n"
+        + markdown_table(rows)
         + f"\n\nAll {len(rows)} lessons, one after another: {total}. Measured by `python -m course_lib run` "
-        f"on {record['date'][:10]} (commit {record['commit']}): {record['cpu']}, {record['logical_cores']} "
+        f"on {record['date'][:10]} (commit {record['commit']}): {machine_of(record)}, {record['logical_cores']} "
         f"logical cores, Python {record['python']}, ONNX Runtime {record['onnxruntime']}, torch {record['torch']}, "
         "with the demo models already trained and cached."
     )
 
 
-def render_guide(guide: str, record: dict) -> str:
-    """The guide with the table between its markers replaced."""
+def render_guide(guide: str, timings: dict) -> str:
+    """The guide with the tables between its markers replaced: one per machine in `timings`."""
     if TIMINGS_START not in guide or TIMINGS_END not in guide:
         raise TimingsError(f"the guide has no {TIMINGS_START!r} … {TIMINGS_END!r} block")
     before, rest = guide.split(TIMINGS_START, 1)
@@ -195,7 +217,7 @@ def render_guide(guide: str, record: dict) -> str:
         before
         + TIMINGS_START
         + "\n"
-        + timings_table(record)
+        + "\n\n".join(timings_table(record) for record in timings_runs(timings))
         + "\n"
         + TIMINGS_END
         + rest.split(TIMINGS_END, 1)[1]
@@ -203,7 +225,7 @@ def render_guide(guide: str, record: dict) -> str:
 
 
 def write_timings(run_json: Path, docs: Path, notebooks: Path) -> Path:
-    """Copy a measured run into docs/timings.json and regenerate the guide's table from it."""
+    """Add a measured run to docs/timings.json (replacing the same machine's) and regenerate the guide."""
     import json
 
     from .runner import lesson_notebooks
@@ -212,8 +234,9 @@ def write_timings(run_json: Path, docs: Path, notebooks: Path) -> Path:
         raise TimingsError(f"{run_json} does not exist: run `python -m course_lib run` (or `make run`) first")
     record = json.loads(run_json.read_text())
     check_record(record, [p.name for p in lesson_notebooks(notebooks)])
-    guide = docs / "instructor.md"
-    text = render_guide(guide.read_text(), record)
-    (docs / "timings.json").write_text(json.dumps(record, indent=2) + "\n")
+    guide, store = docs / "instructor.md", docs / "timings.json"
+    timings = merge_run(json.loads(store.read_text()) if store.exists() else None, record)
+    text = render_guide(guide.read_text(), timings)
+    store.write_text(json.dumps(timings, indent=2) + "\n")
     guide.write_text(text)
     return guide
