@@ -75,27 +75,36 @@ def _stat(path: Path) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
-def optimized_graph(path: str | Path, out: str | Path | None = None, threads: int | None = None) -> Path:
+def optimized_graph(
+    path: str | Path,
+    out: str | Path | None = None,
+    threads: int | None = None,
+    config: Mapping[str, str] | None = None,
+) -> Path:
     """Open `path` in a CPU session with every graph optimization on (ONNX Runtime's default) and
     save the graph it executes: `<name>.optimized.onnx` beside the file unless `out` is given.
 
-    The saved graph holds this CPU's choices (for example the NCHWc layout of AVX2/AVX-512
-    kernels): read it, do not ship it. Asked again for the same unchanged file (same bytes,
-    same threads, same `out`), it returns the graph saved the first time instead of optimizing
-    the model again.
+    `config`: session configuration entries that change what the optimizer does, e.g.
+    {"session.x64quantprecision": "1"}. The saved graph holds this CPU's choices (for example the
+    NCHWc layout of AVX2/AVX-512 kernels): read it, do not ship it. Asked again for the same
+    unchanged file (same bytes, threads, config and `out`), it returns the graph saved the first
+    time instead of optimizing the model again.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"optimized_graph expects an ONNX file; found nothing at {path}.")
     out = Path(out) if out is not None else path.with_name(path.stem + ".optimized.onnx")
     threads = physical_cores() if threads is None else threads
-    made_from = (str(path.resolve()), sha256_file(path), threads)
+    config = {key: str(value) for key, value in (config or {}).items()}
+    made_from = (str(path.resolve()), sha256_file(path), threads, tuple(sorted(config.items())))
     saved = _OPTIMIZED.get(str(out.resolve()))
     if saved is not None and saved[0] == made_from and out.is_file() and _stat(out) == saved[1]:
         return out
     options = _session_options(threads)
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.optimized_model_filepath = str(out)
+    for key, value in config.items():
+        options.add_session_config_entry(key, value)
     ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
     _OPTIMIZED[str(out.resolve())] = (made_from, _stat(out))
     return out
@@ -215,13 +224,19 @@ def read_kernels(model: onnx.ModelProto, name: str = "") -> Kernels:
     )
 
 
-def kernels(path: str | Path, threads: int | None = None, folder: str | Path | None = None) -> Kernels:
-    """What a CPU session runs for the file at `path`: optimizes it (`optimized_graph`, saved in
-    `folder`, default beside the file; reused while the file is unchanged) and reads the compute
-    ops of the result."""
+def kernels(
+    path: str | Path,
+    threads: int | None = None,
+    folder: str | Path | None = None,
+    config: Mapping[str, str] | None = None,
+) -> Kernels:
+    """What a CPU session runs for the file at `path`: optimizes it (`optimized_graph`, with the
+    session `config` entries if given, saved in `folder`, default beside the file; reused while the
+    file is unchanged) and reads the compute ops of the result."""
     path = Path(path)
-    out = None if folder is None else Path(folder) / f"{path.stem}.optimized.onnx"
-    optimized = optimized_graph(path, out, threads=threads)
+    name = path.stem + (".config" if config else "")  # a configured session's graph has its own file
+    out = None if folder is None and not config else Path(folder or path.parent) / f"{name}.optimized.onnx"
+    optimized = optimized_graph(path, out, threads=threads, config=config)
     return read_kernels(onnx.load(str(optimized), load_external_data=False), Path(path).stem)
 
 

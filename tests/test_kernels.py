@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 
 import numpy as np
@@ -145,6 +146,33 @@ def test_qdq_u8s8_runs_as_qlinearconv_with_uint8_activations_and_int8_weights(bl
     row = kernels.kernel_rows({"U8S8": k})[0]
     assert row["coverage"] == "2/2 (100%)" and row["types"] == "2 U8S8"
     assert row["float compute"] == "none" and row["weights held as integers"] == "100%"
+
+
+def test_a_session_config_entry_changes_what_runs_and_gets_its_own_saved_graph(block, tmp_path):
+    """session.x64quantprecision on full-range int8 weights: ONNX Runtime's x86 build rewrites them
+    as uint8 wherever MlasPlatformU8S8Overflow() holds (its U8S8 and U8U8 kernel tables differ:
+    every x86 CPU with AVX2, VNNI or not); elsewhere the option is compiled out."""
+    qdq = u8s8_qdq(block, tmp_path / "block.qdq.onnx")
+    precise = {"session.x64quantprecision": "1"}
+    plain, rewritten = kernels.kernels(qdq, threads=1), kernels.kernels(qdq, threads=1, config=precise)
+    assert plain.types == {"U8S8": 2}
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    assert rewritten.types == ({"U8U8": 2} if x86 else {"U8S8": 2})
+    assert (tmp_path / "block.qdq.config.optimized.onnx").is_file()
+    assert kernels.kernels(qdq, threads=1).types == {"U8S8": 2}  # the plain graph was not overwritten
+    # Weights that fit 7 bits ([-64, 64]: reduce_range) cannot saturate, so they are left as int8.
+    small = tmp_path / "block.rr.onnx"
+    quantize_static(
+        block,
+        small,
+        Images(np.random.default_rng(1)),
+        quant_format=QuantFormat.QDQ,
+        per_channel=True,
+        reduce_range=True,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+    )
+    assert kernels.kernels(small, threads=1, config=precise).types == {"U8S8": 2}
 
 
 def test_dynamic_quantization_reads_uint8_codes_from_dynamicquantizelinear(tmp_path):

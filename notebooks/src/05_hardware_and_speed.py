@@ -211,14 +211,16 @@ print(f"spread of the three ratios: {spread[True]:.2f} with spinning, {spread[Fa
 # fp32 at batch 1, 8 and 64, timed in turn.
 
 # %%
-ref = measure.make_session(fp32, THREADS).run(None, {"input": x})[0]
+ref = measure.logits(fp32, x, threads=THREADS)
 batches = (1, 8, 64)
 
 
 def parity_with_fp32(model):
-    """Accuracy and agreement with fp32 on the 2,000 test images; `model` is a file or a session."""
+    """Accuracy and agreement with fp32 on the 2,000 test images; `model` is a file or a session.
+    500 images per run, so that no session keeps buffers for all 2,000 at once."""
     session = model if isinstance(model, ort.InferenceSession) else measure.make_session(model, THREADS)
-    return measure.parity(ref, session.run(None, {"input": x})[0], test_labels[:2000])
+    scores = np.concatenate([session.run(None, {"input": x[i : i + 500]})[0] for i in range(0, len(x), 500)])
+    return measure.parity(ref, scores, test_labels[:2000])
 
 
 parities, memory, speed = {}, {}, {}
@@ -468,8 +470,12 @@ print(f"real kernels here (U8S8 {can} saturate), agreement with fp32: {agreement
 # - U8U8 (`weight_type=QuantType.QUInt8`): ONNX Runtime's u8 × u8 kernels widen to 16 bits before
 #   multiplying, so nothing saturates, on any CPU, at the price of a slower kernel.
 # - the session option `session.x64quantprecision = "1"` (ONNX Runtime pull request #12088): at load
-#   time it converts U8S8 matrix multiplications to U8U8 when the CPU is x86 without VNNI and a
-#   weight leaves [-64, 63]. Anywhere else it changes nothing.
+#   time it rewrites each int8 weight tensor with a value outside [-64, 64] as uint8, so that layer
+#   runs on the U8U8 kernels (`s8_to_u8.h`). Its header comment names x86 "with no VNNI", but the
+#   test ONNX Runtime applies, `MlasPlatformU8S8Overflow()`, only asks whether the U8S8 and U8U8
+#   kernel tables differ, and in MLAS's `platform.cpp` they differ on every x86 CPU with AVX2,
+#   VNNI or not: there it gives up the VNNI kernels for sums that were exact already. On ARM the
+#   option is compiled out. The line under the table shows which kernels it left here.
 
 # %%
 u8u8 = work / "resnet18.u8u8.onnx"
@@ -483,16 +489,15 @@ quantize_static(
     activation_type=QuantType.QUInt8,
     weight_type=QuantType.QUInt8,
 )
-remedies = {
-    "U8S8, full-range weights": measure.make_session(paths[pc], THREADS),
-    "U8S8, reduce_range": measure.make_session(paths[rr], THREADS),
-    "U8U8": measure.make_session(u8u8, THREADS),
-    "U8S8 + session.x64quantprecision": measure.make_session(
-        paths[pc], THREADS, config={"session.x64quantprecision": "1"}
-    ),
+remedies = {  # name: (file, session configuration)
+    "U8S8, full-range weights": (paths[pc], {}),
+    "U8S8, reduce_range": (paths[rr], {}),
+    "U8U8": (u8u8, {}),
+    "U8S8 + session.x64quantprecision": (paths[pc], {"session.x64quantprecision": "1"}),
 }
 remedy_parity, remedy_speed = {}, {}
-for name, session in remedies.items():
+for name, (path, config) in remedies.items():
+    session = measure.make_session(path, THREADS, config=config)
     remedy_parity[name] = parity_with_fp32(session)
     remedy_speed[name] = measure.compare_latency(
         {"fp32": fp32, name: session}, batch64, threads=THREADS, warmup=3, runs=20
@@ -515,15 +520,20 @@ agreeing = [name for name in remedies if remedy_parity[name].agreement >= 0.99]
 pick = max(agreeing, key=lambda name: remedy_speed[name].speedup_low, default="none")
 print(f"{hardware.cpu_summary()}: the fastest remedy with at least 99% agreement here is {pick}.")
 
+# %%
+precise = kernels.kernels(paths[pc], threads=THREADS, config={"session.x64quantprecision": "1"})
+print(f"kernel types: {ran[pc].types} by default, {precise.types} with session.x64quantprecision")
+
 # %% [markdown]
 # **What to notice.** Where U8S8 can saturate (x86 without VNNI), the full-range row is the one
 # exposed to it, and the other three are three prices for correct sums: reduce_range keeps the
 # U8S8 kernels and gives away a bit of weight precision; U8U8 and `session.x64quantprecision`
 # keep the bits and take the slower u8 × u8 kernels. Where nothing saturates (VNNI, AMX, ARM), the
-# four rows should agree about as well, `session.x64quantprecision` changes nothing, and U8U8's
-# speed is the price of a slower kernel, paid for nothing. The line under the table picks the
-# remedy for this machine: the fastest, by the lower end of its interval, among those that keep
-# the agreement it names.
+# four rows should agree about as well, and the U8U8 kernels are a price paid for nothing: by U8U8
+# everywhere, by `session.x64quantprecision` on x86 CPUs with AVX2 (the kernel line shows what
+# it did here), and on ARM not at all. The line under the table picks the remedy for this
+# machine: the fastest, by the lower end of its interval, among those that keep the agreement it
+# names.
 
 # %% [markdown]
 # ## 6. Memory-bound versus compute-bound
