@@ -625,14 +625,18 @@ def size_ratio(path):
     return Path(path).stat().st_size / fp32.stat().st_size
 
 
+def ratio(s):
+    """A timed ratio with its interval, e.g. 1.48x (1.39–1.55)."""
+    return f"{s.speedup:.2f}x ({s.speedup_low:.2f}–{s.speedup_high:.2f})"
+
+
 def fix_row(name, path):
-    s = speed[name]
     return {
         "variant": name,
         "accuracy drop": f"{verdicts[name].drop_points:+.2f}",
         "agreement": f"{parity[name, 'test'].agreement:.2%}",
         "size": f"{size_ratio(path):.3f}",
-        "speed b64": f"{s.speedup:.2f}x ({s.speedup_low:.2f}–{s.speedup_high:.2f})",
+        "speed b64": ratio(speed[name]),
     }
 
 
@@ -655,7 +659,9 @@ print(f"Agreement gained: {by_channel:+.2f} points by per-channel scales, {by_fl
 # Every variant against the acceptance rule, and against this course's stricter target for the
 # model it would ship: within 0.3 points of fp32, top-1 agreement of at least 99.5 %, a file at
 # most 0.26 of fp32's, and at least 1.5x fp32's throughput at batch 64 (timed in turn with fp32,
-# 40 runs each).
+# 40 runs each). A timing is noisy, so the speed condition counts as met only when the whole
+# interval of the ratio lies at or above 1.5x, and as missed only when it lies wholly below; an
+# interval that straddles 1.5x leaves the target "unsettled" on this run.
 
 
 # %%
@@ -663,10 +669,15 @@ def speedup(name):  # None where the variant was not timed (only section 6's can
     return speed[name].speedup if name in speed else None
 
 
-def meets_target(name, path):
-    v, sp = verdicts[name], speedup(name)
+def target(name, path):
+    """'✔', '✘', 'unsettled' (the speed interval straddles 1.5x), or '—' (not timed)."""
+    if name not in speed:
+        return "—"
+    v, s = verdicts[name], speed[name]
     accurate = v.drop_points <= 0.3 and v.agreement >= 0.995
-    return bool(accurate and size_ratio(path) <= 0.26 and sp is not None and sp >= 1.5)
+    if not accurate or size_ratio(path) > 0.26 or s.speedup_high < 1.5:
+        return "✘"
+    return "✔" if s.speedup_low >= 1.5 else "unsettled"
 
 
 def final_row(name, path):
@@ -677,22 +688,25 @@ def final_row(name, path):
         "drop": f"{v.drop_points:+.2f}",
         "agreement": f"{p.agreement:.2%}",
         "size": f"{size_ratio(path):.3f}",
-        "speed b64": "—" if sp is None else f"{sp:.2f}x",
+        "speed b64": "—" if sp is None else ratio(speed[name]),
         "acceptance rule": "✔" if v.passes else "✘",
-        "course target": "—" if sp is None else ("✔" if meets_target(name, path) else "✘"),
+        "course target": target(name, path),
     }
 
 
 rows = [final_row(name, path) for name, path in variants.items()]
 display(Markdown(measure.markdown_table(rows)))
 shipped = [row["variant"] for row in rows if row["course target"] == "✔"]
+unsettled = [row["variant"] for row in rows if row["course target"] == "unsettled"]
 print("Variants that meet every target at once:", "; ".join(shipped) or "none on this run")
+print("Unsettled by the timing noise (rerun section 6 to settle):", "; ".join(unsettled) or "none")
 
 # %% [markdown]
 # **Reading the verdict.** The acceptance rule is the floor; the course target adds what shipping
-# needs: a small file and a real speed-up, measured here. A "—" marks a variant that was not timed.
-# If no variant meets every target on your machine, each row shows which condition failed; speed
-# is the one that changes most from CPU to CPU (lesson 05).
+# needs: a small file and a real speed-up, measured here. A "—" marks a variant that was not timed;
+# "unsettled", one that meets the rest but whose speed interval reaches both sides of 1.5x, so this
+# run cannot say. If no variant meets every target on your machine, each row shows which condition
+# failed; speed is the one that changes most from CPU to CPU (lesson 05).
 
 # %% [markdown]
 # **When post-training quantization falls short.** The fixes of this lesson cost minutes: a better
@@ -724,7 +738,7 @@ for name, path in variants.items():
         "size_ratio": size_ratio(path),
         "speedup_b64": speedup(name),
         "passes_acceptance": v.passes,
-        "meets_course_target": meets_target(name, path),
+        "meets_course_target": target(name, path) == "✔",
     }
     measure.record(lesson="04", model="fashion_resnet18", variant=name, path=path, metrics=metrics)
 
