@@ -769,7 +769,9 @@ qat_rows = [
 ]
 display(Markdown(measure.markdown_table(qat_rows)))
 print(
-    f"QAT won back {won / lost:.0%} of the {lost:.2%} that PTQ lost" if lost > 0 else "PTQ lost nothing here"
+    f"QAT won back {won / lost:.0%} of the {100 * lost:.2f} points PTQ lost"
+    if lost > 0
+    else "PTQ lost nothing here"
 )
 print(
     f"the 4-bit file at batch 64, default session: {ratio(int4_speed)} fp32; "
