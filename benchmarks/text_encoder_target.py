@@ -14,8 +14,10 @@ the ones that buy quality back:
 - static INT8 (lesson 06 section 3's recipe);
 - 8-bit MatMulNBits, blocks of 32, accuracy_level 4 (weight-only 8-bit).
 
-It prints one row per variant and names those that meet the target; figures are this machine's:
-the CPU is named in the first line. About 6 minutes on 2 cores.
+It prints one row per variant and names those that meet the target: the worst cosine, and the
+whole 90% interval of each speed ratio at or above its target. A variant whose interval reaches
+both sides of a target is "unsettled" (run again with more runs). Figures are this machine's: the
+CPU is named in the first line. About 2 to 6 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -102,6 +104,14 @@ def build(folder: Path, optimized: Path, calibration: dict) -> dict[str, Path]:
     return files
 
 
+def verdict(cos: float, b1: measure.LatencyComparison, b16: measure.LatencyComparison) -> str:
+    """'yes' when the worst cosine and both speed intervals clear the target, 'no' when the cosine
+    misses or a whole interval lies below its target, 'unsettled' when an interval straddles it."""
+    if cos < TARGET_COS or b16.speedup_high < TARGET_B16 or b1.speedup_high < TARGET_B1:
+        return "no"
+    return "yes" if b16.speedup_low >= TARGET_B16 and b1.speedup_low >= TARGET_B1 else "unsettled"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs-b1", type=int, default=30)
@@ -117,7 +127,7 @@ def main() -> None:
     ref = te.onnx_embed(paths["optimized"], feed)
     with tempfile.TemporaryDirectory() as tmp:
         files = build(Path(tmp), paths["optimized"], calibration)
-        met = []
+        met, unsettled = [], []
         print("| variant | cos min | ×fp32 b1 | ×fp32 b16 | meets |")
         print("|---|---|---|---|---|")
         for label, path in files.items():
@@ -132,15 +142,17 @@ def main() -> None:
                     warmup=2,
                     runs=runs,
                 )
-            ok = cos >= TARGET_COS and ratios[16].speedup >= TARGET_B16 and ratios[1].speedup >= TARGET_B1
-            met += [label] if ok else []
+            ok = verdict(cos, ratios[1], ratios[16])
+            met += [label] if ok == "yes" else []
+            unsettled += [label] if ok == "unsettled" else []
             cells = [
                 f"{r.speedup:.2f}x ({r.speedup_low:.2f}–{r.speedup_high:.2f})"
                 for r in (ratios[1], ratios[16])
             ]
-            print(f"| {label} | {cos:.4f} | {cells[0]} | {cells[1]} | {'yes' if ok else 'no'} |", flush=True)
+            print(f"| {label} | {cos:.4f} | {cells[0]} | {cells[1]} | {ok} |", flush=True)
     target = f"worst cosine >= {TARGET_COS}, >= {TARGET_B16}x at batch 16 and >= {TARGET_B1}x at batch 1"
     print(f"meet the target ({target}): {', '.join(met) if met else 'none, on this CPU'}")
+    print(f"unsettled (a speed interval reaches both sides of its target): {', '.join(unsettled) or 'none'}")
 
 
 if __name__ == "__main__":
