@@ -122,7 +122,7 @@ def test_a_saved_graph_overwritten_by_another_file_is_not_reused(tmp_path, sessi
     assert len(sessions) == 4
 
 
-def u8s8_qdq(block, out, per_channel=True):
+def u8s8_qdq(block, out, per_channel=True, reduce_range=False):
     """The block quantized statically in QDQ: uint8 activations, int8 weights (fused on every CPU)."""
     quantize_static(
         block,
@@ -130,6 +130,7 @@ def u8s8_qdq(block, out, per_channel=True):
         Images(np.random.default_rng(1)),
         quant_format=QuantFormat.QDQ,
         per_channel=per_channel,
+        reduce_range=reduce_range,
         activation_type=QuantType.QUInt8,
         weight_type=QuantType.QInt8,
     )
@@ -161,17 +162,7 @@ def test_a_session_config_entry_changes_what_runs_and_gets_its_own_saved_graph(b
     assert (tmp_path / "block.qdq.config.optimized.onnx").is_file()
     assert kernels.kernels(qdq, threads=1).types == {"U8S8": 2}  # the plain graph was not overwritten
     # Weights that fit 7 bits ([-64, 64]: reduce_range) cannot saturate, so they are left as int8.
-    small = tmp_path / "block.rr.onnx"
-    quantize_static(
-        block,
-        small,
-        Images(np.random.default_rng(1)),
-        quant_format=QuantFormat.QDQ,
-        per_channel=True,
-        reduce_range=True,
-        activation_type=QuantType.QUInt8,
-        weight_type=QuantType.QInt8,
-    )
+    small = u8s8_qdq(block, tmp_path / "block.rr.onnx", reduce_range=True)
     assert kernels.kernels(small, threads=1, config=precise).types == {"U8S8": 2}
 
 
