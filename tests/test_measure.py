@@ -232,6 +232,15 @@ def test_logits_in_batches_are_the_logits_of_one_run(tiny):
     )
 
 
+def test_logits_of_an_open_session_are_those_of_its_file(tiny):
+    x = make_inputs(10)["x"]
+    expected = measure.logits(tiny.fp32, x, batch=3, threads=1)
+    session = measure.make_session(tiny.fp32, threads=1, config={"session.intra_op.allow_spinning": "0"})
+    np.testing.assert_allclose(measure.logits(session, x, batch=3), expected, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="the session's model expects input 'x'"):
+        measure.logits(session, x[:, :1])
+
+
 def test_logits_says_what_the_model_expects(tiny):
     x = make_inputs(2)["x"]
     with pytest.raises(ValueError, match=r"expects a feed dict with inputs \['x'\]; got \['input'\]"):
@@ -423,6 +432,13 @@ def test_touching_intervals_count_as_overlapping():
     upper, lower = ratio(1.6, 1.5, 1.7), ratio(1.4, 1.3, 1.5)  # they share the point 1.5
     assert upper.speedup_clearly_above(lower) is None and lower.speedup_clearly_above(upper) is None
     assert upper.speedup_clearly_above(ratio(1.4, 1.3, 1.4999)) is True
+
+
+def test_a_ratio_reaches_a_target_only_when_its_whole_interval_does():
+    assert ratio(1.60, 1.50, 1.70).speedup_at_least(1.5) is True  # the interval starts at the target
+    assert ratio(1.40, 1.30, 1.49).speedup_at_least(1.5) is False
+    assert ratio(1.48, 1.39, 1.55).speedup_at_least(1.5) is None  # median below, interval across
+    assert ratio(1.53, 1.48, 1.58).speedup_at_least(1.5) is None  # median above, interval across
 
 
 # ---------------------------------------------------------------------------------- peak memory

@@ -243,6 +243,18 @@ class LatencyComparison:
             return False
         return None
 
+    def speedup_at_least(self, target: float) -> bool | None:
+        """Whether this ratio reaches `target` (e.g. 1.5 for "at least 1.5x"), judged by its interval.
+
+        True when the whole interval lies at or above `target`, False when it lies wholly below,
+        None when it reaches both sides: this run's noise cannot say, so neither is claimed.
+        """
+        if self.speedup_low >= target:
+            return True
+        if self.speedup_high < target:
+            return False
+        return None
+
 
 def bootstrap_ratio_interval(
     baseline_s: Sequence[float],

@@ -109,7 +109,7 @@ def _check_rows(model: str, declared: Any, array: np.ndarray) -> None:
 
 
 def logits(
-    path: str | Path,
+    path: str | Path | ort.InferenceSession,
     x: np.ndarray | Mapping[str, np.ndarray],
     *,
     batch: int = 500,
@@ -123,7 +123,8 @@ def logits(
     run's buffers at once; the rows come back in order, as one array of shape (N, classes).
     `output`: the output to return; by default the first two-dimensional one (a PyTorch export's
     logits, or the probabilities of a scikit-learn export, whose first output is the label).
-    `threads`: intra-op threads, as in `make_session` (default: physical cores).
+    `threads`: intra-op threads, as in `make_session` (default: physical cores). `path` may also be
+    an open session (for example one with session config entries); `threads` is then its own.
 
     A dynamically quantized model computes its activation scales over each batch, so its scores
     move a little with `batch`: compare variants at the same batch size.
@@ -132,8 +133,11 @@ def logits(
         raise ValueError(
             f"batch must be a whole number >= 1 (rows per run); got {batch!r}. Pass e.g. batch=500."
         )
-    session = make_session(path, threads)
-    model, inputs = Path(path).name, session.get_inputs()
+    if isinstance(path, ort.InferenceSession):  # a session opened with options of its own
+        session, model = path, "the session's model"
+    else:
+        session, model = make_session(path, threads), Path(path).name
+    inputs = session.get_inputs()
     if not isinstance(x, Mapping):
         if len(inputs) != 1:
             raise ValueError(

@@ -673,11 +673,11 @@ def target(name, path):
     """'✔', '✘', 'unsettled' (the speed interval straddles 1.5x), or '—' (not timed)."""
     if name not in speed:
         return "—"
-    v, s = verdicts[name], speed[name]
+    v, fast = verdicts[name], speed[name].speedup_at_least(1.5)  # True, False, or None: unsettled
     accurate = v.drop_points <= 0.3 and v.agreement >= 0.995
-    if not accurate or size_ratio(path) > 0.26 or s.speedup_high < 1.5:
+    if not accurate or size_ratio(path) > 0.26 or fast is False:
         return "✘"
-    return "✔" if s.speedup_low >= 1.5 else "unsettled"
+    return "✔" if fast else "unsettled"
 
 
 def final_row(name, path):
