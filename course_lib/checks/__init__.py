@@ -1,0 +1,62 @@
+"""Self-checks for the exercises: each compares a learner's answer with one computed here and
+says what passed or exactly what differed, with a hint that teaches.
+
+One module per lesson (`lesson00` ... `lesson06`, the checks of that lesson's exercises); every
+check is importable from here, so a lesson reads `cl.checks.check_reader(...)` whichever module
+holds it.
+"""
+
+from .lesson00 import check_error_count, check_normalised_pixel
+from .lesson01 import (
+    check_accumulator,
+    check_codes,
+    check_decoded_value,
+    check_packed_int4_bytes,
+    check_scale_zero_point,
+)
+from .lesson02 import (
+    check_dynamic_quantize_count,
+    check_dynamic_quantize_prediction,
+    check_max_abs_drift,
+    check_size_ratio,
+)
+from .lesson03 import check_integer_kernels, check_quantize_linear_count, check_reader, check_saturated_share
+from .lesson04 import (
+    FAILURE_REASONS,
+    check_acceptance,
+    check_capstone,
+    check_failing_variants,
+    check_only_candidate_right,
+)
+from .lesson05 import check_bottleneck, check_feature_count, check_pair_sum
+from .lesson06 import check_int4_scale, check_nbits_bytes
+from .result import CheckResult
+
+__all__ = [
+    "CheckResult",
+    "check_normalised_pixel",
+    "check_error_count",
+    "check_scale_zero_point",
+    "check_decoded_value",
+    "check_codes",
+    "check_accumulator",
+    "check_packed_int4_bytes",
+    "check_size_ratio",
+    "check_dynamic_quantize_count",
+    "check_dynamic_quantize_prediction",
+    "check_max_abs_drift",
+    "check_quantize_linear_count",
+    "check_integer_kernels",
+    "check_reader",
+    "check_saturated_share",
+    "check_only_candidate_right",
+    "check_acceptance",
+    "check_failing_variants",
+    "check_capstone",
+    "FAILURE_REASONS",
+    "check_feature_count",
+    "check_pair_sum",
+    "check_bottleneck",
+    "check_nbits_bytes",
+    "check_int4_scale",
+]

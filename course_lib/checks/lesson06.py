@@ -1,0 +1,107 @@
+"""Self-checks for lesson 06 (past W8A8)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .result import CheckResult
+
+
+def _nbits_node(path, node_name: str):
+    import onnx
+
+    graph = onnx.load(str(path)).graph
+    nodes = {n.name: n for n in graph.node if n.op_type == "MatMulNBits"}
+    if node_name not in nodes:
+        raise ValueError(
+            f"{node_name!r} is not a MatMulNBits node of {path}; its MatMulNBits nodes include "
+            f"{', '.join(list(nodes)[:3])} …"
+        )
+    node = nodes[node_name]
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    stored = {t.name: t for t in graph.initializer}
+    sizes = [
+        int(np.prod(stored[name].dims)) * (4 if stored[name].data_type == onnx.TensorProto.FLOAT else 1)
+        for name in node.input[1:4]
+        if name in stored
+    ]
+    return attrs, sizes
+
+
+def check_nbits_bytes(answer, path, node_name: str) -> CheckResult:
+    """Exercise (by hand, then check): the bytes a MatMulNBits node's weight takes in the file:
+    its packed 4-bit codes, float32 scales and (asymmetric) packed 4-bit zero points."""
+    if answer is None:
+        return CheckResult(False, "No answer yet: codes + scales + zero points, in bytes.")
+    attrs, sizes = _nbits_node(path, node_name)
+    K, N, block = attrs["K"], attrs["N"], attrs["block_size"]
+    blocks = -(-K // block)
+    expected = sum(sizes)
+    codes = N * blocks * block // 2
+    scales = N * blocks * 4
+    if int(answer) == expected:
+        return CheckResult(
+            True,
+            f"{expected:,} bytes: {expected / (K * N):.3f} bytes per weight, "
+            f"{K * N * 4 / expected:.1f}x smaller than float32's {K * N * 4:,}.",
+        )
+    slips = {
+        codes: "those are the codes alone; every block also stores a float32 scale",
+        K * N: "a 4-bit code takes half a byte: two codes share one byte",
+        codes + N * blocks * 2: "the scales are float32 here, 4 bytes each, not 2",
+        codes
+        + scales: "this file is asymmetric: it also stores one 4-bit zero point per block, two per byte",
+        codes
+        + scales
+        + N * blocks: "zero points are 4-bit too, packed two per byte (a row's count rounded up)",
+    }
+    hint = slips.get(int(answer), f"count the codes (K·N/2), the scales (4 bytes per block of {block})")
+    return CheckResult(False, f"Got {int(answer):,}, expected {expected:,}: {hint}.")
+
+
+def _weight_scale(path, weight: str) -> float:
+    """The scale a QDQ file stores for the quantized weight `weight` (one scale per tensor)."""
+    import onnx
+
+    stored = {t.name: t for t in onnx.load(str(path)).graph.initializer}
+    name = f"{weight}_scale"
+    if name not in stored:
+        scales = [n.removesuffix("_scale") for n in stored if n.endswith("weight_scale")]
+        raise ValueError(
+            f"{path} has no scale for a weight named {weight!r}; its quantized weights include "
+            f"{', '.join(scales[:3])} …"
+        )
+    scale = onnx.numpy_helper.to_array(stored[name])
+    if scale.size != 1:
+        raise ValueError(
+            f"{weight!r} has {scale.size} scales (per channel); this exercise needs one per tensor."
+        )
+    return float(scale.reshape(()))
+
+
+def check_int4_scale(answer, path, weight: str) -> CheckResult:
+    """Exercise (by hand, then check): the scale `quantize_static` stores for a symmetric INT4
+    weight with one scale per tensor and `reduce_range`, from the weight's largest |value|."""
+    if answer is None:
+        return CheckResult(False, "No answer yet: the scale, from the weight's largest |value|.")
+    expected = _weight_scale(path, weight)
+    absmax = expected * 3.5
+    if np.isclose(float(answer), expected, rtol=1e-5):
+        return CheckResult(
+            True,
+            f"scale {expected:.6g} = 2·max|w| / 7: with reduce_range the range is [−4, 3], 7 steps, so "
+            f"the largest weight ({absmax:.4g}) sits 3.5 steps from zero and rounds to the code ±4.",
+        )
+    slips = {
+        absmax
+        / 7.5: "that is the scale without reduce_range: [−8, 7] has 15 steps; reduce_range takes [−4, 3]",
+        absmax / 7: "that is the symmetric ±7 of lesson 01; ONNX Runtime's reduce_range range is [−4, 3]",
+        absmax / 8: "INT4's most negative code is −8, but reduce_range takes the range [−4, 3]",
+        absmax / 4: "the range is [−4, 3], and the scale is 2·max|w| / (qmax − qmin) = 2·max|w| / 7",
+        absmax / 3: "the range is [−4, 3], and the scale is 2·max|w| / (qmax − qmin) = 2·max|w| / 7",
+    }
+    hint = next(
+        (why for value, why in slips.items() if np.isclose(float(answer), value, rtol=1e-5)),
+        "start from max|w|, the weight's largest magnitude, and the range [−4, 3]",
+    )
+    return CheckResult(False, f"Got {float(answer):.6g}, expected {expected:.6g}: {hint}.")
