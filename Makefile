@@ -58,9 +58,8 @@ bench: prepare
 report: setup
 	$(PY) -m course_lib report
 
-# The student edition: exercise solutions removed, self-checks kept (build/student/).
-student: $(STAMP)
-	$(PY) -m course_lib student
+# The student edition: exercise solutions removed, self-checks kept (committed in notebooks/student/).
+student: notebooks
 
 # One .zip for a workshop room without internet (build/onnx-quant-course-bundle.zip);
 # `make bundle WHEELS=1` adds a wheelhouse for this platform (pip download: needs PyPI, GBs with torch).
@@ -87,12 +86,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# The lessons are authored as jupytext percent files in notebooks/src/; this writes the .ipynb
-# files (without outputs). tests/test_notebooks.py checks that the two are in step.
+# The lessons are authored as jupytext percent files in notebooks/src/; this regenerates their
+# reference blocks, badges and setup cells, writes the .ipynb files (without outputs) and the
+# student edition in notebooks/student/. The tests check that all of it is in step.
 notebooks: $(STAMP)
-	@for f in notebooks/src/*.py; do \
-	  $(VENV)/bin/jupytext --quiet --update --to ipynb --output notebooks/$$(basename $${f%.py}).ipynb $$f; \
-	done
+	$(PY) -m course_lib notebooks
 
 clean:
 	rm -rf build .pytest_cache .ruff_cache

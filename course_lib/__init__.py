@@ -18,6 +18,8 @@ top to bottom. These are the library the lessons use:
     kernels       what ONNX Runtime really runs: the optimized graph, its kernels, a profile, drawings
     qat           quantization-aware training's plumbing: BatchNorm folding, fake-quantized twins, export
     checks        the exercises' self-checks: each says whether an answer is right and, if not, why
+    claims        claim cells: a machine-dependent sentence of a lesson, checked where it runs
+    reference     the course's reference runs (figures measured on named CPUs) and this run's figures
     explorers     the lessons' interactive explorers: plain computations and their ipywidgets
                   (imported by notebooks, never by the modules above)
     files         a file's SHA-256, writes that never leave half a file (imports no torch)
@@ -39,6 +41,7 @@ _MODULES = (
     "cache",
     "calibration",
     "checks",
+    "claims",
     "data",
     "explorers",
     "hardware",
@@ -46,11 +49,14 @@ _MODULES = (
     "measure",
     "models",
     "qat",
+    "reference",
     "text_encoder",
     "variants",
 )
 _NAMES = {
     "calibration": ("ArrayReader", "CalibrationError", "DatasetReader"),
+    "claims": ("claim",),
+    "reference": ("save_figures",),
     "data": (
         "CLASS_NAMES",
         "ChecksumError",
@@ -104,6 +110,8 @@ __all__ = [
     "cache",
     "calibration",
     "checks",
+    "claim",
+    "claims",
     "explorers",
     "kernels",
     "measure",
@@ -132,5 +140,7 @@ __all__ = [
     "onnx_path",
     "onnxruntime_providers",
     "preprocess",
+    "reference",
+    "save_figures",
     "u8s8_can_saturate",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 
 import nbformat
 import pytest
@@ -90,6 +91,27 @@ def test_student_notebooks_run_and_their_checks_wait_for_answers(name, student, 
     assert "No answer yet" in outputs and "✅" not in outputs  # every check waits; none passes by itself
 
 
+def test_the_committed_student_edition_follows_the_instructor_edition(tmp_path):
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    for path in NOTEBOOKS[:2]:
+        shutil.copy(path, notebooks / path.name)
+    assert editions.sync_student_edition(notebooks) == [notebooks / "student" / p.name for p in NOTEBOOKS[:2]]
+    assert editions.sync_student_edition(notebooks, dry_run=True) == []
+    teacher = nbformat.read(notebooks / NOTEBOOKS[0].name, as_version=4)
+    teacher.cells[-1].source += "\nprint('changed')"
+    nbformat.write(teacher, notebooks / NOTEBOOKS[0].name)
+    (notebooks / "student" / "99_gone.ipynb").write_text("{}")
+    stale = editions.sync_student_edition(notebooks, dry_run=True)
+    assert stale == [notebooks / "student" / NOTEBOOKS[0].name, notebooks / "student" / "99_gone.ipynb"]
+    editions.sync_student_edition(notebooks)
+    pupil = nbformat.read(notebooks / "student" / NOTEBOOKS[0].name, as_version=4)
+    assert (
+        pupil.cells[-1].source.endswith("print('changed')")
+        and not (notebooks / "student" / "99_gone.ipynb").exists()
+    )
+
+
 # The instructor guide's timings table -------------------------------------------------------
 LESSONS = [p.name for p in lesson_notebooks(ROOT / "notebooks")]
 
@@ -122,6 +144,7 @@ def test_timings_table_is_written_from_the_run_record(tmp_path):
         "ok": True,
         "seconds": 10.0,
         "peak_memory_bytes": 1_000_000_000,
+        "claims": {},
     }
     docs = tmp_path / "docs"
     docs.mkdir()

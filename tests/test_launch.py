@@ -26,13 +26,19 @@ def test_generated_badges_links_and_setup_cells_are_current():
 
 def test_urls_follow_the_address_and_branch():
     where = launch.Launch("https://github.com/someone/quant-course", "dev")
+    # learners open the student edition; the instructor edition is one argument away
     assert where.colab_url("01_affine_encoding.ipynb") == (
+        "https://colab.research.google.com/github/someone/quant-course/blob/dev/notebooks/student/01_affine_encoding.ipynb"
+    )
+    assert where.colab_url("01_affine_encoding.ipynb", "instructor") == (
         "https://colab.research.google.com/github/someone/quant-course/blob/dev/notebooks/01_affine_encoding.ipynb"
     )
     assert where.binder_url() == "https://mybinder.org/v2/gh/someone/quant-course/dev"
     assert where.binder_url("04_parity.ipynb") == (
-        "https://mybinder.org/v2/gh/someone/quant-course/dev?labpath=notebooks%2F04_parity.ipynb"
+        "https://mybinder.org/v2/gh/someone/quant-course/dev?labpath=notebooks%2Fstudent%2F04_parity.ipynb"
     )
+    with pytest.raises(ValueError, match="student"):
+        where.colab_url("04_parity.ipynb", "teacher")
     assert where.pip_requirement() == "onnx-quant-course @ git+https://github.com/someone/quant-course@dev"
 
 
@@ -67,6 +73,8 @@ def test_readme_has_the_badges_and_a_link_to_every_lesson():
     assert launch.badges_markdown(where) in readme
     for notebook in NOTEBOOKS:
         assert where.colab_url(notebook.name) in readme and where.binder_url(notebook.name) in readme
+        assert "/notebooks/student/" in where.colab_url(notebook.name)
+        assert (ROOT / "notebooks" / "student" / notebook.name).exists()  # what the link opens is committed
 
 
 def _run_setup_cell(tmp_path, in_colab: bool, drive: Path | None = None) -> subprocess.CompletedProcess:

@@ -708,3 +708,46 @@ def test_timing_sessions_do_not_spin_unless_asked(tiny, monkeypatch):
         {"a": tiny.fp32, "b": tiny.dynamic}, feed, threads=1, warmup=1, runs=2, spinning=True
     )
     assert made[-2:] == [True, True]
+
+
+def test_wilson_interval_stays_inside_zero_and_one_and_is_wide_for_few_rows():
+    low, high = measure.wilson_interval(10_000, 10_000)
+    assert high == 1.0 and low == pytest.approx(10_000 / (10_000 + 1.959964**2), rel=1e-6)
+    low, high = measure.wilson_interval(5, 10)  # half of ten: the classic 0.24-0.76
+    assert (round(low, 2), round(high, 2)) == (0.24, 0.76)
+    with pytest.raises(ValueError, match="at least one row"):
+        measure.wilson_interval(0, 0)
+
+
+def test_paired_difference_counts_only_the_rows_where_the_two_differ():
+    a = np.zeros(10_000, bool)
+    b = np.zeros(10_000, bool)
+    a[:30] = True  # 30 rows only a gets right
+    b[30:40] = True  # 10 rows only b
+    a[40:9000] = b[40:9000] = True  # rows both get right move nothing
+    d = measure.paired_difference(a, b, "agreement")
+    assert d.points == pytest.approx(0.2) and (d.only_a, d.only_b, d.n) == (30, 10, 10_000)
+    # paired standard error sqrt(30 + 10 - 20**2 / 10000) / 10000, times 1.96, in points
+    assert d.high - d.points == pytest.approx(1.959964 * np.sqrt(39.96) / 100, rel=1e-5)
+    assert not d.is_noise and "higher" in str(d)
+    same = measure.paired_difference(a, a)
+    assert same.points == 0 and same.is_noise and "within the noise" in str(same)
+    with pytest.raises(ValueError, match="same rows"):
+        measure.paired_difference(a, b[:10])
+
+
+def test_two_variants_agreement_is_compared_on_the_same_images():
+    ref = np.array([[2.0, 0.0]] * 4 + [[0.0, 2.0]] * 4)
+    labels = np.array([0] * 4 + [1] * 4)
+    one_off = ref.copy()
+    one_off[0] = [0.0, 2.0]  # disagrees on image 0
+    two_off = ref.copy()
+    two_off[[0, 5]] = [[0.0, 2.0], [2.0, 0.0]]  # and on image 5
+    p1, p2 = measure.parity(ref, one_off, labels), measure.parity(ref, two_off, labels)
+    d = p1.compare(p2)
+    assert (d.only_a, d.only_b) == (1, 0) and d.points == pytest.approx(12.5)
+    assert p1.compare(p2, "accuracy").points == pytest.approx(12.5)
+    assert "same_top1" not in p1.to_dict()
+    assert p1.agreement_text().startswith("87.50% (")
+    with pytest.raises(ValueError, match="with labels"):
+        measure.parity(ref, one_off).compare(measure.parity(ref, two_off), "accuracy")

@@ -10,6 +10,8 @@ import nbformat
 import pytest
 
 from conftest import ROOT
+from course_lib.reference import load_figures
+from course_lib.tooling import reference
 from course_lib.tooling.runner import execute_notebook, lesson_notebooks
 
 NOTEBOOKS = lesson_notebooks(ROOT / "notebooks")
@@ -64,6 +66,15 @@ def test_notebook_runs_top_to_bottom_in_a_fresh_kernel(notebook, tmp_path, monke
     assert checked, f"{notebook.name} has no self-checking exercise"
     for cell in checked:  # each check's own cell shows it passed
         assert "✅" in json.dumps(cell.get("outputs", []), ensure_ascii=False), cell.source
+    # Every machine-dependent sentence is backed by a claim cell, and none is false on this CPU.
+    assert run.claims["differs"] == [], f"{notebook.name}: claims false on this CPU:\n" + "\n".join(
+        run.claims["differs"]
+    )
+    # The figures the lesson's reference blocks quote were saved by this run (for `reference record`).
+    lesson = reference.lesson_of(notebook)
+    wanted = reference.wanted_figures(ROOT).get(lesson, set())
+    saved = set((load_figures(lesson) or {"figures": {}})["figures"])
+    assert wanted <= saved, f"{notebook.name} did not save the figures {sorted(wanted - saved)}"
     # Binder gives a notebook about 2 GB: the kernel and what it starts must stay below that.
     print(f"{notebook.name}: {run.seconds:.0f} s, peak memory {run.peak_memory_bytes / 1e6:.0f} MB")
     assert run.peak_memory_bytes > 50e6  # the kernel was seen at all

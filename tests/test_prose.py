@@ -4,7 +4,8 @@ runs, …) in a markdown cell, or in the literal text of a computed
 `Markdown(...)` sentence, is either computed in the run or listed below as a quote, a definition
 or a setting of the lesson, with the reason it may stand as typed.
 
-Code spans, formulas ($…$), link targets and quote lines ("> **Quote** …") are not prose claims.
+Code spans, formulas ($…$), link targets, quote lines ("> **Quote** …") and the reference blocks
+(generated from the course's stored reference runs, labelled with CPU and commit) are not typed claims.
 Bare numbers are not checked: in the lessons they are section and lesson numbers, bit widths, the
 formulas' constants (255, 127, 32,767) and ranges such as [0, 1].
 """
@@ -76,6 +77,8 @@ ALLOWED = {
 
 
 def _prose(text: str) -> str:
+    # Reference blocks are generated from the stored reference runs (tests/test_reference.py).
+    text = re.sub(r"<!-- reference(?:-table)?:.*?<!-- /reference -->", "", text, flags=re.S)
     text = re.sub(r"`[^`]*`", "", text)
     text = re.sub(r"\$\$.*?\$\$|\$[^$\n]*\$", "", text, flags=re.S)
     text = re.sub(r"\]\([^)]*\)", "]", text)

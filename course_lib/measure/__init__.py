@@ -8,7 +8,8 @@ always mean the same measurement. One module per idea, each readable top to bott
     latency       measure_latency (median / p10 / p90 of one session), compare_latency (two
                   models timed in turn, with the ratio of their medians and its interval)
     memory        peak_memory, peak_memory_of: peak resident memory, in a fresh process
-    parity_check  parity (drift, agreement, who is right), acceptance (the acceptance rule)
+    parity_check  parity (drift, agreement, who is right, with intervals), paired differences between
+                  two variants (signal or noise), acceptance (the acceptance rule)
     results       record / load_results: a JSON results store, tagged with its environment
     tables        markdown_table: a table without pandas
 
@@ -27,7 +28,18 @@ from .latency import (
     measure_latency,
 )
 from .memory import CallMemory, Memory, peak_memory, peak_memory_of
-from .parity_check import RELATIVE_DRIFT_EPS, Parity, Verdict, acceptance, margin, parity, softmax
+from .parity_check import (
+    RELATIVE_DRIFT_EPS,
+    Difference,
+    Parity,
+    Verdict,
+    acceptance,
+    margin,
+    paired_difference,
+    parity,
+    softmax,
+    wilson_interval,
+)
 from .results import RESULTS_FILE, environment_fingerprint, load_results, record, results_path
 from .sessions import Feed, MakeInputs, logits, make_session, physical_cores
 from .tables import markdown_table
@@ -39,6 +51,7 @@ __all__ = [
     "RESULTS_FILE",
     "STRUCTURAL_OPS",
     "CallMemory",
+    "Difference",
     "Feed",
     "Latency",
     "LatencyComparison",
@@ -60,6 +73,7 @@ __all__ = [
     "markdown_table",
     "measure_latency",
     "model_facts",
+    "paired_difference",
     "parity",
     "peak_memory",
     "peak_memory_of",
@@ -68,4 +82,5 @@ __all__ = [
     "results_path",
     "softmax",
     "tensor_bytes",
+    "wilson_interval",
 ]

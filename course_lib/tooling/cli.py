@@ -9,7 +9,9 @@ doctor   library versions, CPU features for INT8, data source, cached models, wh
 run      prepare, then execute every lesson notebook into build/, print a summary, write the report
 bench    every INT8 variant against fp32 (and ONNX Runtime against PyTorch), one interleaved run
 report   what the seeds claim beside what this machine measured: build/report.md and .html
-student  the student edition: every lesson without its exercise solutions, under build/student/
+student  the student edition: every lesson without its exercise solutions, in a folder of your choice
+notebooks  everything generated from notebooks/src: reference blocks, badges, .ipynb, student edition
+reference  record this machine's figures as its CPU class's reference run, then regenerate the lessons
 bundle   one .zip for a room without internet: the course, Fashion-MNIST, the prepared models
 site     the executed lessons and the report as a static HTML site in build/site/ (jupyter-book)
 timings  the instructor guide's table of run times and peak memory, from build/run.json
@@ -236,13 +238,18 @@ def run(notebooks: Path = ROOT / "notebooks", build: Path = BUILD, timeout: int 
             f"  {'ok    ' if r.ok else 'FAILED'} {nb.name} in {_fmt_seconds(r.seconds)}"
             + (f": {r.error}" if r.error else "")
         )
+        for line in r.claims["differs"]:
+            print(f"  claim contradicted by this run: {line}")
     print("\nSummary")
     print(f"  prepare: {_fmt_seconds(prep['seconds'])}")
     for r in results:
         memory = f"{r.peak_memory_bytes / 1e6:,.0f} MB" if r.peak_memory_bytes else "?"
+        claims = "{holds} held, {differs} contradicted, {unsettled} unsettled".format(
+            **{k: len(v) for k, v in r.claims.items()}
+        )
         print(
             f"  {r.notebook.name:<40} {'ok' if r.ok else 'FAILED':<7} {_fmt_seconds(r.seconds):>9} "
-            f"{memory:>9} peak  -> {r.output}"
+            f"{memory:>9} peak, claims: {claims}  -> {r.output}"
         )
     failed = [r for r in results if not r.ok]
     print(
@@ -381,6 +388,49 @@ def student(notebooks: Path = ROOT / "notebooks", out: Path = BUILD / "student")
     return 0
 
 
+def notebooks(check: bool = False) -> int:
+    """Regenerate (or, with `check`, only list) everything made from the lessons' sources."""
+    from .notebooks import regenerate
+
+    changed = regenerate(dry_run=check)
+    for path in changed:
+        print(f"{'out of date' if check else 'rewrote'}: {path.relative_to(ROOT)}")
+    if check:
+        print(
+            f"{len(changed)} file(s) out of date"
+            + ("; run `python -m course_lib notebooks`" if changed else "")
+        )
+        return 1 if changed else 0
+    print(f"{len(changed)} file(s) regenerated from notebooks/src and the reference runs.")
+    return 0
+
+
+def reference(action: str = "show", source: str | None = None, commit: str | None = None) -> int:
+    """`record`: store this machine's run as its CPU class's reference run and regenerate the lessons;
+    `show`: list the stored reference runs and this machine's class."""
+    from ..reference import cpu_class, reference_runs
+    from . import reference as course_reference
+
+    if action == "record":
+        try:
+            path = course_reference.record(source=source, commit=commit)
+        except course_reference.ReferenceError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        print(f"Recorded {cpu_class().label} in {path.relative_to(ROOT)}")
+        return notebooks()
+    here = cpu_class()
+    for run in reference_runs():
+        count = sum(len(v) for v in run.figures.values())
+        mark = "  <- this machine's class" if run.cpu_class == here.slug else ""
+        print(f"{run.label}: {count} figures, commit {run.commit}, {run.date[:10]}{mark}")
+    if here.slug not in {run.cpu_class for run in reference_runs()}:
+        print(
+            f"This machine ({here.label}) is a new CPU class: `make run`, then `python -m course_lib reference record`."
+        )
+    return 0
+
+
 def launch(check: bool = False) -> int:
     """Regenerate (or, with `check`, only list) what comes from the repository's address."""
     from . import launch as course_launch
@@ -453,6 +503,19 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
     st.add_argument("--out", type=Path, default=BUILD / "student")
     st.set_defaults(func=student)
+    nb = sub.add_parser(
+        "notebooks",
+        help="regenerate reference blocks, badges, .ipynb and the student edition from notebooks/src",
+    )
+    nb.add_argument("--check", action="store_true", help="only list what is out of date (exit 1 if any)")
+    nb.set_defaults(func=notebooks)
+    rf = sub.add_parser(
+        "reference", help="the reference runs: show them, or record this machine's (after `run`)"
+    )
+    rf.add_argument("action", nargs="?", choices=("show", "record"), default="show")
+    rf.add_argument("--source", default=None, help="how the figures were measured (stored with them)")
+    rf.add_argument("--commit", default=None, help="the commit the lessons ran at (default: HEAD)")
+    rf.set_defaults(func=reference)
     bu = sub.add_parser("bundle", help="one .zip with the course, data and prepared models, for offline use")
     bu.add_argument("--out", type=Path, default=BUILD / "onnx-quant-course-bundle.zip")
     bu.add_argument(

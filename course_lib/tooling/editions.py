@@ -6,7 +6,9 @@ followed by a self-check (`cl.checks.…`). The student edition removes the solu
 checks: an `answer_… = …` assignment becomes `answer_… = None`, so the check says "No answer yet";
 any other solution statement (a helper class, a call) is removed, leaving one `# your code here`.
 
-`python -m course_lib student` (or `make student`) writes the student edition to build/student/.
+The student edition is committed in `notebooks/student/` (the Colab and Binder badges open it), generated
+from the instructor edition by `python -m course_lib notebooks` (or `make notebooks`); a test keeps the
+two in step. `python -m course_lib student --out DIR` writes a copy elsewhere.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 import nbformat
 
 MARKER = "# solution"
+STUDENT_DIR = "student"  # notebooks/student/
 PLACEHOLDER = "# your code here"
 
 
@@ -100,6 +103,37 @@ def write_student_edition(notebooks: Path, out_dir: Path) -> list[Path]:
     return written
 
 
+def _cells(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
+    return [(c.cell_type, c.source) for c in nb.cells]
+
+
+def sync_student_edition(notebooks: Path, dry_run: bool = False) -> list[Path]:
+    """Bring the committed student edition (`notebooks/student/`) in step with the instructor edition.
+
+    Returns the student notebooks that changed (with `dry_run`, that would change), and any
+    student notebook whose lesson is gone (removed unless `dry_run`)."""
+    from .runner import lesson_notebooks
+
+    out_dir = notebooks / STUDENT_DIR
+    changed = []
+    lessons = lesson_notebooks(notebooks)
+    for path in lessons:
+        target = out_dir / path.name
+        wanted = student_notebook(nbformat.read(path, as_version=4))
+        if not target.exists() or _cells(nbformat.read(target, as_version=4)) != _cells(wanted):
+            changed.append(target)
+            if not dry_run:
+                out_dir.mkdir(parents=True, exist_ok=True)
+                nbformat.write(wanted, target)
+    names = {p.name for p in lessons}
+    for extra in sorted(out_dir.glob("*.ipynb")) if out_dir.exists() else []:
+        if extra.name not in names:
+            changed.append(extra)
+            if not dry_run:
+                extra.unlink()
+    return changed
+
+
 # --------------------------------------------------------------------------------------------
 # The instructor guide's timings: from a measured `python -m course_lib run`
 # --------------------------------------------------------------------------------------------
@@ -141,6 +175,7 @@ def run_record(results: list, prepare_seconds: float | None = None) -> dict:
                 "ok": r.ok,
                 "seconds": round(r.seconds, 1),
                 "peak_memory_bytes": r.peak_memory_bytes,
+                "claims": {k: len(v) for k, v in (r.claims or {}).items()},
             }
             for r in results
         ],

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from .editions import STUDENT_DIR  # the committed student edition, which learners open
 from .paths import ROOT
 
 PYPROJECT = ROOT / "pyproject.toml"
@@ -38,6 +39,13 @@ class LaunchConfigError(ValueError):
     """pyproject.toml lacks a usable repository address; the message says what to write."""
 
 
+def notebook_path(notebook: str, edition: str = "student") -> str:
+    """A lesson's path in the repository: the student edition (learners) or the instructor edition."""
+    if edition not in ("student", "instructor"):
+        raise ValueError(f"edition must be 'student' or 'instructor'; got {edition!r}")
+    return f"notebooks/{STUDENT_DIR}/{notebook}" if edition == "student" else f"notebooks/{notebook}"
+
+
 @dataclass(frozen=True)
 class Launch:
     """Where the course is published: a public GitHub repository and the branch learners open."""
@@ -50,14 +58,14 @@ class Launch:
         """OWNER/NAME."""
         return self.repository.removeprefix("https://github.com/")
 
-    def colab_url(self, notebook: str) -> str:
-        """Colab opens a notebook straight from GitHub."""
-        return f"https://colab.research.google.com/github/{self.slug}/blob/{self.branch}/notebooks/{notebook}"
+    def colab_url(self, notebook: str, edition: str = "student") -> str:
+        """Colab opens a notebook straight from GitHub: the student edition unless told otherwise."""
+        return f"https://colab.research.google.com/github/{self.slug}/blob/{self.branch}/{notebook_path(notebook, edition)}"
 
-    def binder_url(self, notebook: str | None = None) -> str:
+    def binder_url(self, notebook: str | None = None, edition: str = "student") -> str:
         """Binder builds the repository (binder/) and opens JupyterLab, at `notebook` if given."""
         url = f"https://mybinder.org/v2/gh/{self.slug}/{self.branch}"
-        return url + (f"?labpath={quote('notebooks/' + notebook, safe='')}" if notebook else "")
+        return url + (f"?labpath={quote(notebook_path(notebook, edition), safe='')}" if notebook else "")
 
     def pip_requirement(self) -> str:
         """What the Colab setup cell installs: this course's package from the repository."""
@@ -156,7 +164,16 @@ def render_readme(readme: str, launch: Launch, notebooks: list[str]) -> str:
         f"{name[:2]} [Colab]({launch.colab_url(name)}) / [Binder]({launch.binder_url(name)})"
         for name in notebooks
     )
-    block = f"{README_START}\n{badges_markdown(launch)}\n\nOpen one lesson: {links}\n{README_END}"
+    instructor = " · ".join(
+        f"[{name[:2]}]({launch.repository}/blob/{launch.branch}/{notebook_path(name, 'instructor')})"
+        for name in notebooks
+    )
+    block = (
+        f"{README_START}\n{badges_markdown(launch)}\n\nOpen one lesson: {links}\n\n"
+        f"The badges and links open the student edition (`notebooks/{STUDENT_DIR}/`: exercises without their "
+        f"solutions, self-checks kept). Instructors: the editions with solutions are `notebooks/*.ipynb` "
+        f"({instructor}).\n{README_END}"
+    )
     if README_START in readme and README_END in readme:
         before, rest = readme.split(README_START, 1)
         return before + block + rest.split(README_END, 1)[1]
@@ -168,7 +185,7 @@ def render_readme(readme: str, launch: Launch, notebooks: list[str]) -> str:
 # Write or check
 # --------------------------------------------------------------------------------------------
 def _lesson_sources(root: Path) -> list[Path]:
-    return sorted((root / "notebooks" / "src").glob("[0-9][0-9]_*.py"))
+    return sorted((root / "notebooks" / "src").glob("[0-9][0-9]*_*.py"))
 
 
 def _ipynb_text(source_text: str) -> str:

@@ -24,6 +24,7 @@ class NotebookRun:
     seconds: float
     error: str | None = None
     peak_memory_bytes: int | None = None  # the kernel and its child processes, together (see MemoryWatch)
+    claims: dict[str, list[str]] | None = None  # claim lines printed by the run, by verdict (see claim_lines)
 
     @property
     def ok(self) -> bool:
@@ -124,9 +125,25 @@ class MemoryWatch:
         self._thread.join()
 
 
+def claim_lines(nb) -> dict[str, list[str]]:
+    """The claim cells' verdict lines in an executed notebook, by verdict (course_lib.claims)."""
+    from ..claims import DIFFERS, ELSEWHERE, HOLDS, UNSETTLED
+
+    found: dict[str, list[str]] = {"holds": [], "differs": [], "unsettled": [], "elsewhere": []}
+    prefixes = {HOLDS: "holds", DIFFERS: "differs", UNSETTLED: "unsettled", ELSEWHERE: "elsewhere"}
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            text = output.get("text", "") if output.get("output_type") == "stream" else ""
+            for line in text.splitlines():
+                for prefix, kind in prefixes.items():
+                    if line.startswith(prefix):
+                        found[kind].append(line)
+    return found
+
+
 def lesson_notebooks(directory: Path) -> list[Path]:
-    """The lesson notebooks in course order (file names start with their number)."""
-    return sorted(p for p in Path(directory).glob("[0-9][0-9]_*.ipynb"))
+    """The lesson notebooks in course order (file names start with their number: 03, 03b, 04 …)."""
+    return sorted(p for p in Path(directory).glob("[0-9][0-9]*_*.ipynb"))
 
 
 def execute_notebook(
@@ -175,4 +192,4 @@ def execute_notebook(
         output_dir.mkdir(parents=True, exist_ok=True)
         out = output_dir / notebook.name
         nbformat.write(nb, out)
-    return NotebookRun(notebook, out, seconds, error, memory.peak or None)
+    return NotebookRun(notebook, out, seconds, error, memory.peak or None, claim_lines(nb))
