@@ -16,6 +16,7 @@ top to bottom. These are the library the lessons use:
                   (a package: one module for each)
     hardware      the CPU features that matter for INT8, ONNX Runtime's providers
     kernels       what ONNX Runtime really runs: the optimized graph, its kernels, a profile, drawings
+    nodes         node names, checked before `nodes_to_exclude` (where a typo is silently ignored)
     qat           quantization-aware training's plumbing: BatchNorm folding, fake-quantized twins, export
     checks        the exercises' self-checks: each says whether an answer is right and, if not, why
     claims        claim cells: a machine-dependent sentence of a lesson, checked where it runs
@@ -48,6 +49,7 @@ _MODULES = (
     "kernels",
     "measure",
     "models",
+    "nodes",
     "qat",
     "reference",
     "text_encoder",
@@ -56,6 +58,7 @@ _MODULES = (
 _NAMES = {
     "calibration": ("ArrayReader", "CalibrationError", "DatasetReader"),
     "claims": ("claim",),
+    "nodes": ("checked_node_names",),
     "reference": ("save_figures",),
     "data": (
         "CLASS_NAMES",
@@ -115,6 +118,7 @@ __all__ = [
     "explorers",
     "kernels",
     "measure",
+    "nodes",
     "text_encoder",
     "variants",
     "MODELS",
@@ -122,6 +126,7 @@ __all__ = [
     "DataNotFoundError",
     "Preprocessing",
     "TrainedModel",
+    "checked_node_names",
     "cpu_report",
     "ensure_model",
     "data_dir",
