@@ -57,8 +57,11 @@ PREPARE = "python -m course_lib prepare"
 # Outside a git checkout (an unpacked bundle, an sdist): what counts as the course.
 FALLBACK_GLOBS = (
     "course_lib/**/*.py",
+    "course_lib/release.json",
     "notebooks/*.ipynb",
+    "notebooks/student/*.ipynb",
     "notebooks/src/*.py",
+    "course_lib/reference_runs/*.json",
     "tests/*.py",
     "binder/*",
     ".ci/*",
@@ -319,10 +322,11 @@ Python and of the packages that made it.
 
 ```bash
 python -m course_lib doctor          # should end with "Environment complete."
-jupyter lab notebooks/
+jupyter lab notebooks/student/
 ```
 
-Open `notebooks/00_start_here.ipynb` and run it top to bottom.
+Open `notebooks/student/00_start_here.ipynb` (the lessons with their exercises open; the instructor
+edition, with solutions, is `notebooks/*.ipynb`) and run it top to bottom.
 
 Keep `COURSE_DATA_DIR` unset: the course then uses `data/` in this folder, where the bundle put the
 data and the models. (If you set it, copy `data/fashion-mnist/` and `data/models/` there.)
