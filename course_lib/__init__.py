@@ -11,6 +11,8 @@ top to bottom. These are the library the lessons use:
     text_encoder  all-MiniLM-L6-v2: its published weights, the ONNX export, tokenized sentences, embeddings
     affine        the INT8 encoding itself: scale, zero point, rounding as ONNX Runtime does it, error bounds
     calibration   CalibrationDataReaders that check what they feed (ArrayReader, DatasetReader), ranges
+    pre_process   `quant_pre_process` step by step, and a model its shape inference cannot read
+    scoring       one quantized classifier against fp32 on a test set: parity, size, speed, saturation
     variants      the ResNet18's INT8 variants (lessons 02-03's quantizer settings), built in one call
     measure       model facts, sessions and logits, latency, peak memory, parity, the results store
                   (a package: one module for each)

@@ -7,6 +7,7 @@ protect. `checked_node_names` refuses such a name and says which names come clos
 
     node_names          the node names of an ONNX file, in graph order (op type of each)
     checked_node_names  the names, once each is found in the file; a clear error otherwise
+    dynamic_node_names  the same check, then the names quantize_dynamic looks for (a Gemm's `_MatMul`)
 """
 
 from __future__ import annotations
@@ -51,3 +52,25 @@ def checked_node_names(model: str | Path, names: Iterable[str]) -> list[str]:
             "you quantize: pre-processing renames nodes."
         )
     return names
+
+
+def dynamic_node_names(model: str | Path, names: Iterable[str]) -> list[str]:
+    """`names` checked as `checked_node_names` does, then as `quantize_dynamic` will look for them.
+
+    Before it reads `nodes_to_exclude`, ONNX Runtime's dynamic quantizer rewrites each plain Gemm
+    (alpha = beta = 1, no transA) as a MatMul named `<name>_MatMul` plus an Add
+    (`ONNXModel.replace_gemm_with_matmul` in onnxruntime/quantization/onnx_model.py) and matches the
+    names against that graph, so a Gemm's own name matches nothing and the layer is quantized after
+    all. For such a Gemm this passes both names (the `_MatMul` one, and the Gemm's own, which does no
+    harm where it matches nothing); every other name as it is."""
+    import onnx
+
+    names = checked_node_names(model, names)
+    graph = onnx.load(str(model), load_external_data=False).graph
+    rewritten = set()
+    for node in graph.node:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        scaled = attrs.get("alpha", 1.0) != 1.0 or attrs.get("beta", 1.0) != 1.0
+        if node.op_type == "Gemm" and node.name and not scaled and not attrs.get("transA", 0):
+            rewritten.add(node.name)
+    return [alias for name in names for alias in ((name, name + "_MatMul") if name in rewritten else (name,))]

@@ -6,57 +6,106 @@ check is importable from here, so a lesson reads `cl.checks.check_reader(...)` w
 holds it.
 """
 
-from .lesson00 import check_error_count, check_normalised_pixel
+from .lesson00 import (
+    check_classifier,
+    check_confusion_pair,
+    check_error_count,
+    check_fp32_file_bytes,
+    check_normalised_pixel,
+)
 from .lesson01 import (
     check_accumulator,
+    check_clipping_crossover,
     check_codes,
     check_decoded_value,
     check_packed_int4_bytes,
     check_scale_zero_point,
 )
 from .lesson02 import (
+    check_conv_slowdown,
     check_dynamic_quantize_count,
     check_dynamic_quantize_prediction,
+    check_float_copy,
     check_max_abs_drift,
     check_size_ratio,
 )
-from .lesson03 import check_integer_kernels, check_quantize_linear_count, check_reader, check_saturated_share
+from .lesson03 import (
+    check_integer_kernels,
+    check_memory_estimate,
+    check_most_saturated_tensor,
+    check_percentile_beats_minmax,
+    check_quantize_linear_count,
+    check_reader,
+    check_saturated_share,
+    check_unprocessed_quantization,
+)
 from .lesson04 import (
     FAILURE_REASONS,
     check_acceptance,
+    check_calibration_cause,
     check_capstone,
     check_failing_variants,
     check_only_candidate_right,
+    check_paired_interval,
 )
-from .lesson05 import check_bottleneck, check_feature_count, check_pair_sum
-from .lesson06 import check_int4_scale, check_nbits_bytes
+from .lesson05 import (
+    check_batch_gain,
+    check_bootstrap_interval,
+    check_bottleneck,
+    check_feature_count,
+    check_pair_sum,
+    check_s8s8_prediction,
+)
+from .lesson06 import (
+    check_a16w8_integer_kernels,
+    check_int4_scale,
+    check_nbits_bytes,
+    check_ship_verdicts,
+)
 from .result import CheckResult
 
 __all__ = [
     "CheckResult",
     "check_normalised_pixel",
     "check_error_count",
+    "check_fp32_file_bytes",
+    "check_classifier",
+    "check_confusion_pair",
     "check_scale_zero_point",
     "check_decoded_value",
     "check_codes",
     "check_accumulator",
+    "check_clipping_crossover",
     "check_packed_int4_bytes",
     "check_size_ratio",
     "check_dynamic_quantize_count",
     "check_dynamic_quantize_prediction",
     "check_max_abs_drift",
+    "check_conv_slowdown",
+    "check_float_copy",
     "check_quantize_linear_count",
     "check_integer_kernels",
     "check_reader",
     "check_saturated_share",
+    "check_unprocessed_quantization",
+    "check_percentile_beats_minmax",
+    "check_memory_estimate",
+    "check_most_saturated_tensor",
     "check_only_candidate_right",
     "check_acceptance",
     "check_failing_variants",
     "check_capstone",
+    "check_paired_interval",
+    "check_calibration_cause",
     "FAILURE_REASONS",
     "check_feature_count",
     "check_pair_sum",
     "check_bottleneck",
+    "check_s8s8_prediction",
+    "check_batch_gain",
+    "check_bootstrap_interval",
     "check_nbits_bytes",
     "check_int4_scale",
+    "check_a16w8_integer_kernels",
+    "check_ship_verdicts",
 ]

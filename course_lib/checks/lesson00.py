@@ -36,3 +36,136 @@ def check_error_count(answer: int, predictions: np.ndarray, labels: np.ndarray) 
     return CheckResult(
         False, f"Got {answer}, expected {expected}. Compare predictions with labels: (preds != labels).sum()."
     )
+
+
+def check_fp32_file_bytes(guess, answer, n_params: int, path) -> CheckResult:
+    """Exercise (predict, then check): an fp32 model file's size from its parameter count; the hints
+    name the usual slips (bits for bytes, one byte per value, float64)."""
+    from pathlib import Path
+
+    if guess is None:
+        return CheckResult(False, "Write your prediction in answer_2_guess first, before you read the file.")
+    if answer is None:
+        return CheckResult(False, "No answer yet: read the file's size with resnet_path.stat().st_size.")
+    size = Path(path).stat().st_size
+    if int(answer) != size:
+        return CheckResult(
+            False, f"Got {int(answer):,}, but the file has {size:,} bytes: Path.stat().st_size."
+        )
+    expected = 4 * int(n_params)
+    rest = size - expected
+    explained = (
+        f"4 bytes × {int(n_params):,} parameters = {expected:,} bytes, {expected / size:.2%} of the file's "
+        f"{size:,}. The other {rest:,} bytes ({abs(rest) / size:.2%}) are the graph, the names, the "
+        "metadata, and the difference between PyTorch's parameters and the exported weights (BatchNorm "
+        "is folded into the convolutions)."
+    )
+    if abs(float(guess) - expected) <= 0.01 * expected:
+        return CheckResult(True, f"Predicted well: {explained}")
+    slips = {
+        32 * n_params: "That counts bits: fp32 is 32 bits, but 4 bytes.",
+        n_params: "One byte per parameter is INT8's size, the quarter that quantization aims at; fp32 takes 4.",
+        8
+        * n_params: "8 bytes per parameter is float64; PyTorch trains and ONNX stores these in float32, 4 bytes.",
+        2 * n_params: "2 bytes per parameter is float16; these weights are float32, 4 bytes.",
+    }
+    slip = next((why for value, why in slips.items() if abs(float(guess) - value) <= 0.01 * value), "")
+    return CheckResult(
+        True,
+        f"File size right; your prediction was {float(guess):,.0f} bytes. {slip or 'Each fp32 value takes 4 bytes.'} "
+        + explained,
+    )
+
+
+def check_classifier(classify, session, images: np.ndarray) -> CheckResult:
+    """Exercise (write code): `classify(raw 28x28 uint8 image) -> class index` with the model file's
+    own preprocessing; compared with the course's preprocessing on `images`."""
+    from ..data import default_preprocessing, preprocess
+
+    if classify is None:
+        return CheckResult(False, "No answer yet: write classify(image), then set answer_3 = classify.")
+    images = np.asarray(images)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return session.run(None, {session.get_inputs()[0].name: x.astype(np.float32)})[0].argmax(1)
+
+    expected = run(preprocess(images))
+    try:
+        got = [classify(image) for image in images]
+    except Exception as exc:  # the learner's code: report what failed and how to fix it
+        hint = ""
+        if "dimension" in str(exc).lower() or "shape" in str(exc).lower() or "rank" in str(exc).lower():
+            hint = (
+                " The session wants float32 of shape (1, 1, 32, 32): pad the 28×28 image by 2 on every "
+                "side, then add the batch and channel axes with x[None, None]."
+            )
+        return CheckResult(False, f"classify raised {type(exc).__name__}: {str(exc)[:200]}.{hint}")
+    if any(isinstance(g, np.ndarray) and g.size > 1 for g in got):
+        return CheckResult(
+            False, "classify returned an array of scores; return the class index, argmax of them."
+        )
+    if any(isinstance(g, str) for g in got):
+        return CheckResult(
+            False, "classify returned a class name; return its index (cl.CLASS_NAMES[i] names it)."
+        )
+    got = np.array([int(np.asarray(g).ravel()[0]) for g in got])
+    wrong = int(np.sum(got != expected))
+    if wrong == 0:
+        return CheckResult(True, f"Same class as the course's preprocessing on all {len(images)} images.")
+    prep, pad = default_preprocessing(), ((0, 0), (2, 2), (2, 2))
+    padded = np.pad(images, pad).astype(np.float32)
+    slips = {
+        "You did not divide by 255: mean and std are on the [0, 1] scale.": (padded - prep.mean) / prep.std,
+        "You scaled to [0, 1] but did not normalise: subtract the mean and divide by the std.": padded / 255,
+    }
+    hint = next(
+        (why for why, x in slips.items() if np.array_equal(got, run(x[:, None].astype(np.float32)))),
+        "Compare your input with cl.preprocess(image) for one image: padding, scale, mean and std.",
+    )
+    return CheckResult(False, f"{wrong} of {len(images)} images get another class than expected. {hint}")
+
+
+def check_confusion_pair(guess, answer, predictions: np.ndarray, labels: np.ndarray) -> CheckResult:
+    """Exercise (predict, then check): the two classes confused most often, both directions counted."""
+    from ..data import CLASS_NAMES
+
+    if guess is None:
+        return CheckResult(False, "Write your guess in answer_5_guess first, before you compute.")
+    if answer is None:
+        return CheckResult(False, "No answer yet: compute the pair from a confusion matrix.")
+    predictions, labels = np.asarray(predictions), np.asarray(labels)
+    confusion = np.zeros((10, 10), dtype=int)
+    np.add.at(confusion, (labels, predictions), 1)
+    both = np.triu(confusion + confusion.T, k=1)
+    i, j = np.unravel_index(both.argmax(), both.shape)
+    expected = {CLASS_NAMES[i], CLASS_NAMES[j]}
+    count = (
+        f"{CLASS_NAMES[i]} and {CLASS_NAMES[j]}, {both[i, j]} images: {CLASS_NAMES[i]} taken for "
+        f"{CLASS_NAMES[j]} {confusion[i, j]} times, {CLASS_NAMES[j]} for {CLASS_NAMES[i]} {confusion[j, i]} times"
+    )
+
+    def names(pair) -> set[str]:
+        return {CLASS_NAMES[p] if isinstance(p, int | np.integer) else str(p) for p in pair}
+
+    try:
+        got, predicted = names(answer), names(guess)
+    except (TypeError, IndexError):
+        return CheckResult(False, "Give two class names, e.g. ('Coat', 'Pullover').")
+    if got != expected:
+        directed = np.where(np.eye(10, dtype=bool), 0, confusion)
+        a, b = np.unravel_index(directed.argmax(), directed.shape)
+        hint = ""
+        if got == {CLASS_NAMES[a], CLASS_NAMES[b]}:
+            hint = (
+                " That is the largest count in one direction; add both directions, confusion + confusion.T."
+            )
+        elif len(got) == 1:
+            hint = " Leave out the diagonal: those are the correct answers."
+        return CheckResult(False, f"Got {sorted(got)}; the pair confused most is {count}.{hint}")
+    if predicted == expected:
+        return CheckResult(True, f"{count}, and you predicted it.")
+    return CheckResult(
+        True,
+        f"{count}. You guessed {sorted(predicted)}: look at the images of both classes in the browser "
+        "above to see why they are confused.",
+    )

@@ -192,3 +192,40 @@ def check_packed_int4_bytes(answer: int, shape: tuple[int, ...], block_size: int
         * shape[0]: f"That is one scale per output channel; blocks of {block_size} give {n_blocks:,} scales.",
     }
     return CheckResult(False, f"Got {answer:,}, expected {expected:,}. " + hints.get(int(answer), ""))
+
+
+def check_clipping_crossover(guess, answer, w, percentile: float = 99.9) -> CheckResult:
+    """Exercise (predict, then check): the largest bit width (2 to 8) at which a symmetric range that
+    keeps the central `percentile` % of `w` beats min/max in SQNR."""
+    from ..explorers import error_study
+
+    if guess is None:
+        return CheckResult(False, "Write your guess in answer_6_guess first, before you measure.")
+    if answer is None:
+        return CheckResult(False, "No answer yet: measure the SQNR of both ranges for bits 2 to 8.")
+    gain = {
+        bits: error_study(w, bits, symmetric=True, method="percentile", percentile=percentile).error.sqnr_db
+        - error_study(w, bits, symmetric=True).error.sqnr_db
+        for bits in range(2, 9)
+    }
+    wins = [bits for bits, g in gain.items() if g > 0]
+    expected = max(wins) if wins else None
+    table = ", ".join(f"{bits}: {g:+.1f} dB" for bits, g in gain.items())
+    if expected is None:
+        return CheckResult(False, f"Clipping never wins on this tensor ({table}): no bit width answers.")
+    if int(answer) != expected:
+        hint = ""
+        if int(answer) == expected + 1:
+            hint = " That is the first bit width where min/max wins; the question asks for the last where clipping wins."
+        elif int(answer) == min(wins):
+            hint = " That is the smallest bit width where clipping wins; the question asks for the largest."
+        return CheckResult(
+            False, f"Got {answer}; clipping beats min/max up to {expected} bits ({table}).{hint}"
+        )
+    why = (
+        "Each bit halves the step, so the bulk's rounding error shrinks with every bit while the clipped "
+        "values' error stays: past some width, rounding is too small to be worth the clipping."
+    )
+    if int(guess) == expected:
+        return CheckResult(True, f"Up to {expected} bits, and you predicted it ({table}). {why}")
+    return CheckResult(True, f"Up to {expected} bits; you guessed {guess} ({table}). {why}")

@@ -133,3 +133,91 @@ def check_max_abs_drift(answer: float, int8_path, fp32_path, inputs: np.ndarray)
     if np.isclose(float(answer), float(diff.mean()), rtol=1e-4):
         return CheckResult(False, f"{answer:.4f} is the mean; take the maximum, {expected:.4f}.")
     return CheckResult(False, f"Got {answer}, expected {expected:.4f}: np.abs(int8 - fp32).max().")
+
+
+# The ops that dynamic quantization adds around each integer kernel: the per-run quantization of the
+# activation, and the float steps that turn the int32 sums back into scaled, biased floats.
+QUANTIZE_AND_RESCALE_OPS = ("DynamicQuantizeLinear", "Cast", "Mul", "Add")
+
+
+def check_conv_slowdown(answer: float, rescued: bool, fp32_profile, int8_profile) -> CheckResult:
+    """Exercise: the dynamic INT8 ResNet18's kernel time without its quantize-and-rescale ops, as a
+    multiple of fp32's kernel time, and whether that would make INT8 faster than fp32."""
+    if answer is None:
+        return CheckResult(False, "No answer yet: compute answer_2 from the two profiles' ms_per_run.")
+    int8 = int8_profile.ms_per_run
+    overhead = sum(int8.get(op, 0.0) for op in QUANTIZE_AND_RESCALE_OPS)
+    expected = (int8_profile.total_ms - overhead) / fp32_profile.total_ms
+    if not np.isclose(float(answer), expected, rtol=0.02):
+        hints = {
+            int8_profile.total_ms / fp32_profile.total_ms: " That is the whole INT8 kernel time over fp32's: "
+            "subtract the quantize-and-rescale ops first.",
+            fp32_profile.total_ms / (int8_profile.total_ms - overhead): " That is fp32 over INT8: invert it.",
+            (int8_profile.total_ms - int8.get("DynamicQuantizeLinear", 0.0)) / fp32_profile.total_ms: " You "
+            "removed only DynamicQuantizeLinear; remove Cast, Mul and Add too.",
+        }
+        hint = next(
+            (text for value, text in hints.items() if np.isclose(float(answer), value, rtol=0.02)), ""
+        )
+        return CheckResult(
+            False,
+            f"Got {float(answer):.2f}, expected {expected:.2f}.{hint} (int8.total_ms - the ms of "
+            f"{', '.join(QUANTIZE_AND_RESCALE_OPS)}) / fp32.total_ms.",
+        )
+    if rescued is None:
+        return CheckResult(False, f"{expected:.2f} is right. Now answer_2_rescued: True or False?")
+    faster = expected < 1.0
+    if bool(rescued) != faster:
+        return CheckResult(
+            False,
+            f"The ratio is right ({expected:.2f}), the reading is not: below 1 would mean INT8 faster than fp32. "
+            f"Without those ops INT8 would {'still take' if not faster else 'take only'} {expected:.2f} times "
+            "fp32's kernel time.",
+        )
+    share = overhead / int8_profile.total_ms
+    return CheckResult(
+        True,
+        f"{expected:.2f}x fp32's kernel time even with the per-run quantization and rescaling free: those "
+        f"ops take {share:.0%} of the INT8 run. "
+        + (
+            "The slowdown is the integer convolution kernel itself, not the range measurement."
+            if not faster
+            else "Here the per-run ops are what made INT8 slower."
+        ),
+    )
+
+
+def check_float_copy(guess: bool, answer: int, int8_path, fp32_path) -> CheckResult:
+    """Exercise (predict, then measure): does the float original of a shared weight stay in the
+    quantized file when the *second* of its two consumers is kept in float?"""
+    import onnx
+    import onnx.numpy_helper
+
+    from ..measure import model_facts
+
+    if guess is None:
+        return CheckResult(False, "Write your prediction in answer_3_guess first (True or False).")
+    if answer is None:
+        return CheckResult(
+            False, "No answer yet: read measure.model_facts(path).initializer_bytes.get('float32', 0)."
+        )
+    expected = model_facts(int8_path).initializer_bytes.get("float32", 0)
+    if int(answer) != expected:
+        hint = " Read the quantized file's initializer_bytes."
+        if int(answer) == model_facts(fp32_path).initializer_bytes.get("float32", 0):
+            hint = " That is the fp32 file's count: measure the quantized file."
+        return CheckResult(False, f"Got {answer}, expected {expected:,}.{hint}")
+    graph = onnx.load(str(int8_path), load_external_data=False).graph
+    weights = [t for t in graph.initializer if t.data_type == onnx.TensorProto.FLOAT]
+    copy_stays = any(onnx.numpy_helper.to_array(t).size >= 16 for t in weights)  # more than a scale
+    dequantize = [n.input[0] for n in graph.node if n.op_type == "DequantizeLinear"]
+    if copy_stays:
+        how = "The float original stays: a float consumer that comes first in the graph still reads it."
+    else:
+        how = (
+            "No float copy, only scales: the quantizer walks the graph in order, quantizes the weight for its "
+            "first consumer, and hands the later float consumer a DequantizeLinear of the INT8 copy "
+            f"({', '.join(dequantize)}), which turns the INT8 copy back into float values when the model runs."
+        )
+    verdict = "You predicted it." if bool(guess) == copy_stays else "Not what you predicted."
+    return CheckResult(True, f"{expected:,} bytes of float32. {how} {verdict}")

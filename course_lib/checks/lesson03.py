@@ -128,3 +128,155 @@ def check_saturated_share(answer: float, values, qdq_path, tensor: str) -> Check
     if np.isclose(float(answer), 1 - expected, atol=1e-9):
         return CheckResult(False, f"{answer:.2%} is the share *inside* the range; take the rest.")
     return CheckResult(False, f"Got {answer}, expected {expected:.4%}: clipped_fraction(values, low, high).")
+
+
+def check_unprocessed_quantization(prediction: str, answer, processed_path) -> CheckResult:
+    """Exercise (predict, then measure): quantize an export that still holds its BatchNorms, without
+    `quant_pre_process`, and compare its QuantizeLinear count with the pre-processed model's."""
+    from pathlib import Path
+
+    from ..measure import model_facts
+
+    if prediction is None:
+        return CheckResult(False, 'Write your prediction in answer_1_guess first: "more", "same" or "fewer".')
+    guess = str(prediction).strip().lower()
+    if guess not in ("more", "same", "fewer"):
+        return CheckResult(False, f'Got {prediction!r}; predict with one word: "more", "same" or "fewer".')
+    if answer is None:
+        return CheckResult(False, "No answer yet: quantize the legacy export and put its path in answer_1.")
+    if not Path(answer).exists():
+        return CheckResult(
+            False, f"{answer} does not exist: run quantize_static(legacy, answer_1, ...) first."
+        )
+    mine, theirs = model_facts(answer).op_counts, model_facts(processed_path).op_counts
+    if mine.get("QuantizeLinear", 0) == 0:
+        return CheckResult(False, "Your file holds no QuantizeLinear node: quantize it with quantize_static.")
+    if mine.get("BatchNormalization", 0) == 0:
+        return CheckResult(
+            False,
+            "Your file holds no BatchNormalization: it was pre-processed (or is another model). Quantize "
+            "`legacy` itself, as it is.",
+        )
+    q_mine, q_theirs, bn = mine["QuantizeLinear"], theirs.get("QuantizeLinear", 0), mine["BatchNormalization"]
+    truth = "more" if q_mine > q_theirs else "fewer" if q_mine < q_theirs else "same"
+    verdict = "as you predicted" if guess == truth else f"you predicted {guess!r}"
+    return CheckResult(
+        True,
+        f"{q_mine} QuantizeLinear nodes against {q_theirs}, {truth} ({verdict}). The {bn} BatchNorms stay in "
+        "the graph as float ops, each with its own quantized input and output: two roundings where one was "
+        "needed, and conversions around every BatchNorm. Time it against fp32 "
+        "(`scoring.score(..., timed_batch=64)` with a TestSet of `legacy`) to see what they cost.",
+    )
+
+
+def check_percentile_beats_minmax(percentile, path, minmax_path, test, n: int = 2000) -> CheckResult:
+    """Exercise (lesson 03b): a Percentile calibration whose model agrees with fp32 at least as often
+    as the MinMax model does, on the first `n` images of `test` (a scoring.TestSet), paired."""
+    from pathlib import Path
+
+    from ..scoring import score
+
+    if percentile is None or path is None:
+        return CheckResult(False, "No answer yet: set answer_percentile and quantize into answer_path.")
+    try:
+        p = float(percentile)
+    except (TypeError, ValueError):
+        return CheckResult(False, f"Got {percentile!r}; a percentile is a number such as 99.99.")
+    if not 0 < p <= 100:
+        return CheckResult(
+            False, f"Got {p}; a percentile lies between 0 and 100 (99.99 keeps all but 0.01 %)."
+        )
+    if not Path(path).exists():
+        return CheckResult(False, f"{path} does not exist: run quantize_static with your percentile first.")
+    if Path(path).resolve() == Path(minmax_path).resolve():
+        return CheckResult(
+            False, "That is the MinMax model itself; quantize a new file with CalibrationMethod.Percentile."
+        )
+    if p < 99:
+        return CheckResult(
+            False,
+            f"{p} clips {100 - p:.0f} % or more of every tensor's values: far too much for a network whose "
+            "ranges are set by rare large values. Stay close to 100 (99.9 to 99.9999).",
+        )
+    mine, theirs = score("yours", path, test, n=n), score("MinMax", minmax_path, test, n=n)
+    diff = mine.parity.compare(theirs.parity, "agreement")
+    if diff.high < 0:
+        return CheckResult(
+            False,
+            f"Percentile {p} agrees less often than MinMax, by more than the noise ({diff}). Clip less: move "
+            "the percentile closer to 100 (ONNX Runtime's default is 99.999).",
+        )
+    if diff.is_noise:
+        verdict = (
+            " Within the noise: on these images your model does as well as MinMax, and neither can be called "
+            "better. On this model the ranges MinMax finds already serve; clipping has little to win."
+        )
+    else:
+        verdict = (
+            " Better than MinMax by more than the noise on these images: keep it, and confirm on more data."
+        )
+    return CheckResult(True, f"Percentile {p}: {diff}.{verdict}")
+
+
+def check_memory_estimate(estimate, measured, figures: dict) -> CheckResult:
+    """Exercise (lesson 03b, predict then measure): the peak memory Percentile calibration adds on the
+    whole 1,000-image pool without a stride, estimated from `figures` ({(images, strided): MB}, the
+    lesson's 50- and 500-image runs), then measured (`measured`, in MB)."""
+    if estimate is None:
+        return CheckResult(False, "Write your estimate in answer_b_guess first, before you measure.")
+    if measured is None:
+        return CheckResult(
+            False, "No answer yet: measure it with measure.peak_memory_of and put the MB in answer_b."
+        )
+    small, large = figures[(50, False)], figures[(500, False)]
+    per_image = (large - small) / 450
+    expected = small + per_image * 950  # the straight line through the two runs, at 1,000 images
+    line = f"The line through 50 images ({small:.0f} MB) and 500 ({large:.0f} MB) gives {expected:.0f} MB at 1,000."
+    if abs(float(estimate) - large) < 1 and abs(expected - large) > 0.1 * expected:
+        return CheckResult(
+            False, f"{estimate:.0f} MB is the 500-image figure: memory grows with the set. {line}"
+        )
+    if abs(float(estimate) - expected) > 0.3 * expected:
+        return CheckResult(False, f"Your estimate {float(estimate):.0f} MB is far from the trend. {line}")
+    if abs(float(measured) - expected) > 0.5 * expected:
+        return CheckResult(
+            False,
+            f"You measured {float(measured):.0f} MB. {line} Measure Percentile without a stride on count=1000 "
+            "(calibrate_method=CalibrationMethod.Percentile, no CalibStridedMinMax), in a fresh process.",
+        )
+    return CheckResult(
+        True,
+        f"Estimated {float(estimate):.0f} MB, measured {float(measured):.0f} MB. {line} About "
+        f"{1000 * per_image:.0f} kB per image: what the calibrator keeps of every tensor of one image until the "
+        "set has run. With CalibStridedMinMax it would stay near the 50-image figure.",
+    )
+
+
+def check_most_saturated_tensor(answer, qdq_path, values: dict) -> CheckResult:
+    """Exercise (lesson 03b, interpret): the tensor whose real values saturate most often in a QDQ file."""
+    from ..calibration import quantized_ranges, saturation
+
+    if answer is None:
+        return CheckResult(
+            False, "No answer yet: compute the shares with calibration.saturation and take the largest."
+        )
+    shares = saturation(quantized_ranges(qdq_path), values)
+    expected = max(shares, key=shares.get)
+    order = list(values)
+    where = "early" if order.index(expected) < len(order) / 2 else "late"
+    if answer == expected:
+        return CheckResult(
+            True,
+            f"{expected} ({shares[expected]:.3%} of its values saturate), a {where} tensor. A few images show "
+            "the bulk of each tensor's values but not its rare extremes; where those extremes are rarest, a "
+            "small calibration set misses them most.",
+        )
+    if answer not in shares:
+        return CheckResult(
+            False, f"{answer!r} is not a calibrated tensor here; pick a key of the saturation dict."
+        )
+    least = min(shares, key=shares.get)
+    hint = " That is the one that saturates *least*; take max, not min." if answer == least else ""
+    return CheckResult(
+        False, f"{answer} saturates {shares[answer]:.3%}; {expected} saturates {shares[expected]:.3%}.{hint}"
+    )

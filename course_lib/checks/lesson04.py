@@ -218,3 +218,185 @@ def check_capstone(answer, fp32_path, x: np.ndarray, labels: np.ndarray) -> Chec
             "the bias Add, the Softmax) costs agreement."
         )
     return CheckResult(False, f"Not accepted: {figures}; {verdict.advice}.{hint}")
+
+
+def _paired_change(parity) -> tuple[float, float, float, int, int, int]:
+    """(change, standard error, z, b, c, n) of candidate minus reference accuracy, in fractions: b images
+    only the reference gets right, c only the candidate, out of n (the paired, McNemar, interval)."""
+    import math
+
+    n, b, c = parity.labelled, parity.only_reference_right, parity.only_candidate_right
+    change = (c - b) / n
+    return change, math.sqrt(max(b + c - (c - b) ** 2 / n, 0.0)) / n, 1.959964, b, c, n
+
+
+def check_paired_interval(interval, within_noise, parity) -> CheckResult:
+    """Exercise (write code, then interpret): the 95 % paired interval of a candidate's accuracy minus the
+    reference's, in points, computed by hand from the counts; and whether the change is within the noise."""
+    if interval is None:
+        return CheckResult(False, "No answer yet: set answer_1 to (low, high), in points.")
+    try:
+        low, high = (float(v) for v in interval)
+    except (TypeError, ValueError):
+        return CheckResult(
+            False, f"Give the interval as two numbers, (low, high) in points; got {interval!r:.60}."
+        )
+    change, se, z, b, c, n = _paired_change(parity)
+    want = (100 * (change - z * se), 100 * (change + z * se))
+    tol = max(0.01, 0.02 * (want[1] - want[0]))
+
+    def near(lo: float, hi: float) -> bool:
+        return abs(low - lo) <= tol and abs(high - hi) <= tol
+
+    if low > high:
+        low, high = high, low
+    if not near(*want):
+        pa, pb = parity.candidate_accuracy, parity.reference_accuracy
+        unpaired = 100 * z * ((pa * (1 - pa) + pb * (1 - pb)) / n) ** 0.5
+        hints = [
+            (
+                abs(low - want[0] / 100) <= tol / 100 and abs(high - want[1] / 100) <= tol / 100,
+                "Those are fractions; the interval is asked in points: multiply by 100.",
+            ),
+            (
+                near(-want[1], -want[0]),
+                "The sign is the other way round: the change is candidate minus reference, (c - b) / n, "
+                f"with c = {c} images only INT8 gets right and b = {b} only fp32 gets right.",
+            ),
+            (
+                near(100 * (change - se), 100 * (change + se)),
+                "That is one standard error either side; a 95 % interval is 1.96 standard errors either side.",
+            ),
+            (
+                near(100 * change - unpaired, 100 * change + unpaired),
+                f"That is the unpaired interval (±{unpaired:.2f} points), as if the two accuracies came from "
+                "different images. Both models saw the same images: use only the b + c images on which exactly one "
+                "is right, sqrt(b + c - (c - b)²/n) / n.",
+            ),
+        ]
+        hint = next(
+            (text for hit, text in hints if hit),
+            "Use (c - b)/n ± 1.96·sqrt(b + c - (c - b)²/n)/n, times 100.",
+        )
+        return CheckResult(
+            False, f"Got ({low:+.3f}, {high:+.3f}), expected ({want[0]:+.3f}, {want[1]:+.3f}). {hint}"
+        )
+    noise = want[0] <= 0 <= want[1]
+    if within_noise is None:
+        return CheckResult(
+            False, "The interval is right. Now answer_1_noise: is the change within the noise?"
+        )
+    if bool(within_noise) != noise:
+        reason = (
+            "The interval contains 0: a change of zero is as consistent with these images as the one measured."
+            if noise
+            else "The interval lies wholly on one side of 0: these images resolve a real change."
+        )
+        return CheckResult(False, f"The interval is right, the reading is not. {reason}")
+    verdict = (
+        "within the noise: on these images the INT8 model's accuracy cannot be told from fp32's"
+        if noise
+        else f"a real {'gain' if change > 0 else 'loss'}: the whole interval lies on one side of 0"
+    )
+    return CheckResult(
+        True,
+        f"Right: {want[0]:+.2f} to {want[1]:+.2f} points, {verdict}. Only {b + c} of the {n:,} images moved it "
+        f"({c} only INT8 right, {b} only fp32 right); the images both get right or both get wrong cancel out.",
+    )
+
+
+# Lesson 04, exercise 2: which of the weak calibration's two planted faults breaks it.
+CALIBRATION_FAULTS = ("the 10 images", "the normalisation", "both")
+
+
+def _input_range(path, input_name: str) -> tuple[float, float] | None:
+    """The float range the input's QuantizeLinear can represent, or None if the input is not quantized."""
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    weights = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "QuantizeLinear" and node.input[0] == input_name:
+            scale = float(np.asarray(weights[node.input[1]]).reshape(-1)[0])
+            zero = np.asarray(weights[node.input[2]])
+            info = np.iinfo(zero.dtype)
+            z = int(zero.reshape(-1)[0])
+            return (info.min - z) * scale, (info.max - z) * scale
+    return None
+
+
+def check_calibration_cause(guess: str | None, answer, reference_logits, x, labels) -> CheckResult:
+    """Exercise (predict, then measure): which of the weak calibration's faults (10 images, the wrong
+    normalisation) breaks it. `guess`: one of CALIBRATION_FAULTS; `answer`: the path of a model quantized
+    with 10 images through the production preprocessing; `reference_logits`: the fp32 model's on `x`,
+    which holds production-preprocessed inputs with their `labels`."""
+    from pathlib import Path
+
+    from ..measure import acceptance, logits, model_facts, parity
+
+    if guess is None:
+        return CheckResult(
+            False,
+            f"No answer yet: write your prediction in answer_2_guess first, one of {', '.join(map(repr, CALIBRATION_FAULTS))}.",
+        )
+    if str(guess).strip().lower() not in CALIBRATION_FAULTS:
+        return CheckResult(False, f"{guess!r} is not one of {', '.join(map(repr, CALIBRATION_FAULTS))}.")
+    guess = str(guess).strip().lower()
+    if answer is None:
+        return CheckResult(
+            False,
+            "Now measure: quantize with cl.DatasetReader(fp32, count=10) (the production preprocessing) and set "
+            "answer_2 to the file's path.",
+        )
+    path = Path(answer)
+    if not path.is_file():
+        return CheckResult(False, f"Found no file at {path}: pass the output path you gave quantize_static.")
+    facts = model_facts(path)
+    if facts.quant_format != "QDQ":
+        return CheckResult(
+            False,
+            f"{path.name} is {facts.quant_format!r}, not static QDQ: quantize it as section 1 does (`quantize`).",
+        )
+    import onnx
+
+    name = onnx.load(str(path), load_external_data=False).graph.input[0].name
+    found, want = _input_range(path, name), (float(np.min(x)), float(np.max(x)))
+    span = want[1] - want[0]
+    if found is None or abs(found[0] - want[0]) > 0.1 * span or abs(found[1] - want[1]) > 0.1 * span:
+        shown = "not quantized" if found is None else f"[{found[0]:.2f}, {found[1]:.2f}]"
+        return CheckResult(
+            False,
+            f"Your file's input range is {shown}, the production preprocessing's [{want[0]:.2f}, {want[1]:.2f}]. "
+            "Calibrate through the production preprocessing (DatasetReader's default transform), not "
+            "half_normalised: only the count should change.",
+        )
+    p = parity(reference_logits, logits(path, x), labels)
+    verdict = acceptance(p)
+    figures = f"accuracy change {-verdict.drop_points:+.2f} points, agreement {p.agreement_text()}"
+    if verdict.passes:
+        truth = (
+            f"Ten images through the production preprocessing pass the acceptance rule ({figures}): the count "
+            "was not what broke the weak calibration, the normalisation was. MinMax keeps each tensor's smallest "
+            "and largest value, and ten images already reach the input's whole range (every Fashion-MNIST image has "
+            "a black background, and nearly all reach full white). The wrong normalisation calibrated the input on [-1, 1], while the model sees "
+            f"[{want[0]:.2f}, {want[1]:.2f}]: every pixel the production preprocessing maps above 1 is clipped "
+            "at the first layer, the low first-layer SQNR of section 6."
+        )
+        note = {
+            "the normalisation": "You predicted it.",
+            "the 10 images": "You blamed the count: a common guess, and here a wrong one.",
+            "both": "You blamed both: the normalisation alone is enough to break it.",
+        }[guess]
+    else:
+        truth = (
+            f"Ten images through the production preprocessing still fail here ({figures}, {verdict.advice}): "
+            "the count matters on this model too. Whether the normalisation alone would also break it takes "
+            "the other experiment: 200 images, half-normalised."
+        )
+        note = {
+            "the normalisation": "You blamed only the normalisation: the count fails it here as well.",
+            "the 10 images": "You blamed the count: this run agrees.",
+            "both": "You blamed both: this run shows the count matters.",
+        }[guess]
+    return CheckResult(True, f"{truth} {note}")

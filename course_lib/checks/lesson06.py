@@ -105,3 +105,53 @@ def check_int4_scale(answer, path, weight: str) -> CheckResult:
         "start from max|w|, the weight's largest magnitude, and the range [−4, 3]",
     )
     return CheckResult(False, f"Got {float(answer):.6g}, expected {expected:.6g}: {hint}.")
+
+
+def check_a16w8_integer_kernels(prediction, answer, a16w8_path) -> CheckResult:
+    """Exercise (predict, then check): how many of the A16W8 file's compute ops run on integer
+    kernels here. Lesson 03's check, with this lesson's names in its messages."""
+    from .lesson03 import check_integer_kernels
+
+    if prediction is None:
+        return CheckResult(False, "Write your guess in answer_2_guess first (section 2), before you count.")
+    return check_integer_kernels(prediction, answer, a16w8_path)
+
+
+def check_ship_verdicts(answer, parities: dict) -> CheckResult:
+    """Exercise (interpret, then write the code): the set of variants that pass lesson 04's
+    acceptance rule, from their parities with fp32 (computed with labels). The expected set is
+    computed here with `measure.acceptance`."""
+    from ..measure import acceptance
+
+    if answer is None:
+        return CheckResult(
+            False, "No answer yet: the set of labels that pass, e.g. {label for label, p in ... if ...}."
+        )
+    if isinstance(answer, str) or not hasattr(answer, "__iter__"):
+        return CheckResult(False, f"Got {answer!r}; write a set of labels, the keys of resnet_parities.")
+    answer = set(answer)
+    unknown = sorted(map(str, answer - set(parities)))
+    if unknown:
+        return CheckResult(
+            False, f"{unknown[0]!r} is not one of the variants: {', '.join(map(repr, parities))}."
+        )
+    verdicts = {label: acceptance(p) for label, p in parities.items()}
+    expected = {label for label, v in verdicts.items() if v.passes}
+    if answer == expected:
+        names = ", ".join(sorted(expected)) or "none"
+        return CheckResult(True, f"These pass lesson 04's rule: {names}. The others are not ones to ship.")
+    hints = []
+    for label in sorted(answer - expected):
+        v = verdicts[label]
+        hints.append(
+            f"{label!r} fails: it loses {v.drop_points:.2f} points of accuracy with {v.agreement:.2%} agreement; "
+            "the rule needs at most 0.5 points and more than 99 % together. Winning back most of a loss is not "
+            "passing"
+        )
+    for label in sorted(expected - answer):
+        v = verdicts[label]
+        hints.append(
+            f"{label!r} passes: {v.drop_points:.2f} points lost, {v.agreement:.2%} agreement. The rule is "
+            "about accuracy and agreement only; a slow file can pass it (speed is the next question)"
+        )
+    return CheckResult(False, "Not quite. " + "; ".join(hints) + ".")

@@ -3,7 +3,8 @@
 Every lesson compares models with these functions, so that "smaller", "faster" and "as accurate"
 always mean the same measurement. One module per idea, each readable top to bottom:
 
-    facts         model_facts: what is in the file (bytes by dtype, op types, quantized nodes)
+    facts         model_facts: what is in the file (bytes by dtype, op types, quantized nodes);
+                  weight_work: the multiply-adds its weights do in one run (arithmetic intensity)
     sessions      make_session (fixed threads), logits (a classifier's scores, in batches)
     latency       measure_latency (median / p10 / p90 of one session), compare_latency (two
                   models timed in turn, with the ratio of their medians and its interval)
@@ -17,7 +18,16 @@ Every name is imported here, so a lesson reads `measure.parity(...)` whichever m
 Results are small dataclasses with `to_dict()`.
 """
 
-from .facts import INTEGER_OPS, QUANTIZATION_OPS, STRUCTURAL_OPS, ModelFacts, model_facts, tensor_bytes
+from .facts import (
+    INTEGER_OPS,
+    QUANTIZATION_OPS,
+    STRUCTURAL_OPS,
+    ModelFacts,
+    WeightWork,
+    model_facts,
+    tensor_bytes,
+    weight_work,
+)
 from .latency import (
     Latency,
     LatencyComparison,
@@ -61,6 +71,7 @@ __all__ = [
     "Parity",
     "TorchRunner",
     "Verdict",
+    "WeightWork",
     "acceptance",
     "bootstrap_ratio_interval",
     "compare_latency",
@@ -82,5 +93,6 @@ __all__ = [
     "results_path",
     "softmax",
     "tensor_bytes",
+    "weight_work",
     "wilson_interval",
 ]

@@ -205,3 +205,96 @@ def model_facts(path: str | Path) -> ModelFacts:
         quantized_nodes=quantized,
         float_ops=dict(sorted(float_ops.items())),
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Arithmetic intensity: how much work each weight does in one run
+# --------------------------------------------------------------------------------------------
+# Ops whose second input is a weight that multiplies the data: Conv, Gemm, MatMul, and ONNX
+# Runtime's fused Attention (its input projection; the attention scores multiply activations
+# by activations and carry no weight).
+_WEIGHT_MULTIPLYING_OPS = ("Conv", "Gemm", "MatMul", "Attention")
+
+
+@dataclass
+class WeightWork:
+    """The weights that multiply data in one run of a float graph, and the multiply-adds they do.
+
+    `weights`: elements of the weight tensors of Conv, Gemm, MatMul and Attention nodes (not
+    embedding tables, which are only looked up, nor biases); `multiply_adds`: the multiply-adds
+    those weights take part in for one run on the given input shapes. `uses_per_weight` is how
+    many times one weight is used per run on average (the batch for a dense layer, batch x
+    tokens for a transformer, batch x output positions for a convolution)."""
+
+    model: str
+    input_shapes: dict[str, tuple[int, ...]]
+    weights: int
+    multiply_adds: int
+
+    @property
+    def uses_per_weight(self) -> float:
+        return self.multiply_adds / self.weights
+
+    def weight_bytes(self, bits: int = 32) -> int:
+        """The weights' bytes at `bits` per weight (32 for fp32, 8 for INT8), scales not counted."""
+        return self.weights * bits // 8
+
+    def intensity(self, bits: int = 32) -> float:
+        """Arithmetic intensity: multiply-adds per byte of weights read, at `bits` per weight."""
+        return self.multiply_adds / self.weight_bytes(bits)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(uses_per_weight=self.uses_per_weight)
+        return d
+
+
+def weight_work(path: str | Path, input_shapes: dict[str, tuple[int, ...]]) -> WeightWork:
+    """Weights and multiply-adds of one run of the float graph at `path` on inputs of these shapes.
+
+    The shapes of every tensor come from ONNX Runtime's symbolic shape inference (the one
+    `quant_pre_process` runs), which knows its fused ops such as Attention. Per node: a MatMul,
+    Gemm or Attention does (output elements / N) x K x N multiply-adds with its K x N weight; a Conv
+    does (output elements / output channels) x its weight's elements."""
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+    model = onnx.load(str(path))
+    known = {i.name for i in model.graph.input}
+    unknown = sorted(set(input_shapes) - known)
+    if unknown:
+        raise ValueError(f"{Path(path).name} has no input named {unknown}; its inputs are {sorted(known)}.")
+    for graph_input in model.graph.input:
+        if graph_input.name in input_shapes:
+            for dim, size in zip(
+                graph_input.type.tensor_type.shape.dim, input_shapes[graph_input.name], strict=True
+            ):
+                dim.Clear()
+                dim.dim_value = int(size)
+    graph = SymbolicShapeInference.infer_shapes(model, auto_merge=True).graph
+    shapes = {
+        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+        for v in (*graph.value_info, *graph.input, *graph.output)
+    }
+    weights = {t.name: tuple(t.dims) for t in graph.initializer}
+    total_weights = total_macs = 0
+    for node in graph.node:
+        if node.op_type not in _WEIGHT_MULTIPLYING_OPS or len(node.input) < 2 or node.input[1] not in weights:
+            continue
+        w = weights[node.input[1]]
+        out = shapes.get(node.output[0])
+        if not out or not all(out):
+            raise ValueError(
+                f"The shape of {node.name or node.op_type}'s output is unknown; give every input's shape."
+            )
+        elements = int(np.prod(w, dtype=np.int64))
+        out_elements = int(np.prod(out, dtype=np.int64))
+        # A Conv uses its whole weight once per output position (output elements / channels); a
+        # MatMul, Gemm or Attention once per row of its output (output elements / last dimension).
+        uses = out_elements // (out[1] if node.op_type == "Conv" else out[-1])
+        total_macs += uses * elements
+        total_weights += elements
+    if not total_weights:
+        raise ValueError(f"{Path(path).name} has no Conv, Gemm, MatMul or Attention node with a weight.")
+    return WeightWork(
+        Path(path).stem, {k: tuple(v) for k, v in input_shapes.items()}, total_weights, total_macs
+    )

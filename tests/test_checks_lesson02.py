@@ -1,0 +1,205 @@
+"""Lesson 02's self-checks: each passes the right answer and teaches on the wrong answers it knows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from course_lib import checks
+from course_lib.kernels import Profile
+
+OPSET = 17
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 1: the MLP quantized per channel, its largest logit drift
+# ---------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_gemm(tmp_path_factory):
+    """A one-Gemm fp32 model, its dynamic INT8 copy and inputs."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization import quantize_dynamic
+
+    folder = tmp_path_factory.mktemp("drift")
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3), dtype=np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(3, dtype=np.float32), "b")
+    node = helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="gemm")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])
+    graph = helper.make_graph([node], "gemm", [x], [y], [w, b])
+    fp32, int8 = folder / "gemm.onnx", folder / "gemm.int8.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), str(fp32))
+    quantize_dynamic(fp32, int8)
+    inputs = rng.standard_normal((50, 4)).astype(np.float32)
+    return fp32, int8, inputs
+
+
+def drift(fp32, int8, inputs):
+    import onnxruntime as ort
+
+    def run(path):
+        return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": inputs})[0]
+
+    return np.abs(run(int8) - run(fp32))
+
+
+def test_max_abs_drift_passes_the_maximum_and_names_the_mean(tiny_gemm):
+    fp32, int8, inputs = tiny_gemm
+    diff = drift(fp32, int8, inputs)
+    assert "No answer yet" in checks.check_max_abs_drift(None, int8, fp32, inputs).message
+    right = checks.check_max_abs_drift(float(diff.max()), int8, fp32, inputs)
+    assert right and "Max |drift|" in right.message
+    mean = checks.check_max_abs_drift(float(diff.mean()), int8, fp32, inputs)
+    assert not mean and "is the mean" in mean.message
+    other = checks.check_max_abs_drift(float(diff.max()) + 1.0, int8, fp32, inputs)
+    assert not other and "np.abs(int8 - fp32).max()" in other.message
+
+
+def test_max_abs_drift_asks_for_the_file_first(tiny_gemm, tmp_path):
+    fp32, _, inputs = tiny_gemm
+    missing = checks.check_max_abs_drift(0.1, tmp_path / "mlp_pc.onnx", fp32, inputs)
+    assert not missing and "run quantize_dynamic" in missing.message
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 2: the dynamic ResNet18's profile without its quantize-and-rescale ops
+# ---------------------------------------------------------------------------------------------------
+FP32 = Profile("fp32", 3, {"Conv": 10.0, "ReorderOutput": 1.0}, {"Conv": 20, "ReorderOutput": 1})
+INT8 = Profile(
+    "int8",
+    3,
+    {"ConvInteger": 80.0, "DynamicQuantizeLinear": 3.0, "Cast": 1.0, "Mul": 2.0, "Add": 2.0, "Relu": 1.0},
+    {"ConvInteger": 20, "DynamicQuantizeLinear": 18, "Cast": 21, "Mul": 42, "Add": 29, "Relu": 17},
+)
+WITHOUT_OVERHEAD = (89.0 - 8.0) / 11.0  # 7.36: INT8's kernel time less DQL, Cast, Mul and Add, over fp32's
+
+
+def test_conv_slowdown_asks_for_the_ratio_then_the_reading():
+    assert "No answer yet" in checks.check_conv_slowdown(None, None, FP32, INT8).message
+    no_reading = checks.check_conv_slowdown(WITHOUT_OVERHEAD, None, FP32, INT8)
+    assert not no_reading and "answer_2_rescued" in no_reading.message
+
+
+def test_conv_slowdown_passes_the_right_ratio_and_reading():
+    right = checks.check_conv_slowdown(WITHOUT_OVERHEAD, False, FP32, INT8)
+    assert right and "7.36x fp32's kernel time" in right.message
+    assert "integer convolution kernel itself" in right.message
+
+
+def test_conv_slowdown_teaches_on_each_wrong_ratio():
+    whole = checks.check_conv_slowdown(89.0 / 11.0, False, FP32, INT8)
+    assert not whole and "subtract the quantize-and-rescale ops first" in whole.message
+    inverted = checks.check_conv_slowdown(11.0 / 81.0, False, FP32, INT8)
+    assert not inverted and "invert it" in inverted.message
+    only_dql = checks.check_conv_slowdown((89.0 - 3.0) / 11.0, False, FP32, INT8)
+    assert not only_dql and "remove Cast, Mul and Add too" in only_dql.message
+    other = checks.check_conv_slowdown(3.0, False, FP32, INT8)
+    assert not other and "expected 7.36" in other.message
+
+
+def test_conv_slowdown_teaches_on_the_wrong_reading():
+    wrong = checks.check_conv_slowdown(WITHOUT_OVERHEAD, True, FP32, INT8)
+    assert not wrong and "the reading is not" in wrong.message and "still take" in wrong.message
+
+
+def test_conv_slowdown_says_so_when_the_per_run_ops_were_the_cost():
+    costly = Profile("int8", 3, {"ConvInteger": 5.0, "DynamicQuantizeLinear": 20.0}, {})
+    expected = 5.0 / 11.0
+    right = checks.check_conv_slowdown(expected, True, FP32, costly)
+    assert right and "per-run ops are what made INT8 slower" in right.message
+    wrong = checks.check_conv_slowdown(expected, False, FP32, costly)
+    assert not wrong and "take only" in wrong.message
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 3: a weight shared by two MatMuls, one kept in float
+# ---------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def shared_weight(tmp_path_factory):
+    """The fp32 model with one weight read by two MatMuls, quantized with each layer kept float."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization import quantize_dynamic
+
+    folder = tmp_path_factory.mktemp("shared")
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((32, 32), dtype=np.float32), "w")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["a"], name="layer_1"),
+        helper.make_node("Relu", ["a"], ["r"], name="relu"),
+        helper.make_node("MatMul", ["r", "w"], ["y"], name="layer_2"),
+    ]
+    io = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 32]) for name in ("x", "y")]
+    graph = helper.make_graph(nodes, "shared", io[:1], io[1:], [w])
+    fp32 = folder / "shared.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), str(fp32))
+    files = {}
+    for layer in ("layer_1", "layer_2"):
+        files[layer] = folder / f"shared.{layer}_float.onnx"
+        quantize_dynamic(fp32, files[layer], nodes_to_exclude=[layer])
+    return fp32, files
+
+
+def float_bytes(path) -> int:
+    from course_lib.measure import model_facts
+
+    return model_facts(path).initializer_bytes.get("float32", 0)
+
+
+def test_float_copy_asks_for_the_guess_first_and_then_the_bytes(shared_weight):
+    fp32, files = shared_weight
+    assert "answer_3_guess first" in checks.check_float_copy(None, 4, files["layer_2"], fp32).message
+    assert "No answer yet" in checks.check_float_copy(False, None, files["layer_2"], fp32).message
+
+
+def test_float_copy_teaches_on_each_wrong_count(shared_weight):
+    fp32, files = shared_weight
+    source = checks.check_float_copy(False, float_bytes(fp32), files["layer_2"], fp32)
+    assert not source and "the fp32 file's count" in source.message
+    other = checks.check_float_copy(False, 12345, files["layer_2"], fp32)
+    assert not other and "initializer_bytes" in other.message
+
+
+def test_float_copy_explains_the_later_float_consumer(shared_weight):
+    fp32, files = shared_weight
+    answer = float_bytes(files["layer_2"])
+    right = checks.check_float_copy(False, answer, files["layer_2"], fp32)
+    assert right and "No float copy" in right.message and "You predicted it" in right.message
+    wrong_guess = checks.check_float_copy(True, answer, files["layer_2"], fp32)
+    assert wrong_guess and "Not what you predicted" in wrong_guess.message
+
+
+def test_float_copy_explains_the_earlier_float_consumer(shared_weight):
+    fp32, files = shared_weight
+    answer = float_bytes(files["layer_1"])
+    stays = checks.check_float_copy(True, answer, files["layer_1"], fp32)
+    assert stays and "The float original stays" in stays.message and "You predicted it" in stays.message
+
+
+# ---------------------------------------------------------------------------------------------------
+# Section 6: the names quantize_dynamic looks for (course_lib.nodes.dynamic_node_names)
+# ---------------------------------------------------------------------------------------------------
+def test_dynamic_node_names_keeps_a_gemm_float_where_its_own_name_does_not(tiny_gemm, tmp_path):
+    from onnxruntime.quantization import quantize_dynamic
+
+    from course_lib.measure import model_facts
+    from course_lib.nodes import dynamic_node_names
+
+    fp32, _, _ = tiny_gemm
+    own_name, checked = tmp_path / "own_name.onnx", tmp_path / "checked.onnx"
+    quantize_dynamic(fp32, own_name, nodes_to_exclude=["gemm"])
+    assert model_facts(own_name).op_counts.get("MatMulInteger") == 1  # the Gemm's name matched nothing
+    names = dynamic_node_names(fp32, ["gemm"])
+    assert names == ["gemm", "gemm_MatMul"]
+    quantize_dynamic(fp32, checked, nodes_to_exclude=names)
+    assert "MatMulInteger" not in model_facts(checked).op_counts
+
+
+def test_dynamic_node_names_refuses_a_typo_and_passes_other_names_as_they_are(shared_weight):
+    from course_lib.nodes import dynamic_node_names
+
+    fp32, _ = shared_weight
+    assert dynamic_node_names(fp32, ["layer_1"]) == ["layer_1"]
+    with pytest.raises(ValueError, match="did you mean 'layer_1'"):
+        dynamic_node_names(fp32, ["layer_1 "])
