@@ -161,11 +161,11 @@ def render_source(source: str, notebook: str, launch: Launch) -> str:
 def render_readme(readme: str, launch: Launch, notebooks: list[str]) -> str:
     """README with the badges and each lesson's Colab and Binder links between the markers."""
     links = " · ".join(
-        f"{name[:2]} [Colab]({launch.colab_url(name)}) / [Binder]({launch.binder_url(name)})"
+        f"{name.split('_')[0]} [Colab]({launch.colab_url(name)}) / [Binder]({launch.binder_url(name)})"
         for name in notebooks
     )
     instructor = " · ".join(
-        f"[{name[:2]}]({launch.repository}/blob/{launch.branch}/{notebook_path(name, 'instructor')})"
+        f"[{name.split('_')[0]}]({launch.repository}/blob/{launch.branch}/{notebook_path(name, 'instructor')})"
         for name in notebooks
     )
     block = (

@@ -21,6 +21,7 @@ from .paths import BUILD
 LESSON_TITLES = {
     "02": "02 · dynamic quantization",
     "03": "03 · static QDQ and calibration",
+    "03b": "03b · calibration deep dive (optional)",
     "04": "04 · parity",
     "05": "05 · hardware and speed",
     "06": "06 · past W8A8",
