@@ -271,7 +271,7 @@ def every(verdicts):
 # ({careful_low:.2f}–{careful_high:.2f}) -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cfa2c4f+): the careless loop gave 0.83x; the careful loop 1.46x (1.42–1.50)
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): the careless loop gave 0.83x; the careful loop 1.46x (1.42–1.50)
 # <!-- /reference -->
 
 
@@ -334,7 +334,7 @@ cl.claim(
 # ratio {spin_on_ratio:.2f}x with spinning, {spin_off_ratio:.2f}x without -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cfa2c4f+): alone at batch 1, fp32 took 0.69 ms with spinning and 1.24 ms without; INT8 0.56 and 0.70 ms; the ratio 1.22x with spinning, 1.76x without
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): alone at batch 1, fp32 took 0.69 ms with spinning and 1.24 ms without; INT8 0.56 and 0.70 ms; the ratio 1.22x with spinning, 1.76x without
 # <!-- /reference -->
 
 # %%
@@ -403,7 +403,7 @@ cl.claim(
 # on integer kernels -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only** (commit ce0944a): the S8S8 per-channel file ran 10 of its 21 compute ops on integer kernels
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cfa2c4f+): the S8S8 per-channel file ran 10 of its 21 compute ops on integer kernels
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): the S8S8 per-channel file ran 10 of its 21 compute ops on integer kernels
 # <!-- /reference -->
 
 # %%
@@ -505,7 +505,7 @@ cl.claim(
 # | reference CPU | dynamic | U8S8 per-channel | U8S8 per-channel, reduce_range | U8S8 per-tensor | S8S8 per-channel | S8S8 per-channel, reduce_range | QOperator U8S8 |
 # |---|---|---|---|---|---|---|---|
 # | **AMD EPYC Zen 3, AVX2 only** (commit ce0944a) | not measured | not measured | not measured | not measured | not measured | not measured | not measured |
-# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cfa2c4f+) | 0.29x | 2.35x | 2.09x | 2.21x | 0.51x | 0.51x | 2.21x |
+# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a) | 0.29x | 2.35x | 2.09x | 2.21x | 0.51x | 0.51x | 2.21x |
 # <!-- /reference -->
 #
 # and at batch 64:
@@ -519,7 +519,7 @@ cl.claim(
 # | reference CPU | dynamic | U8S8 per-channel | U8S8 per-channel, reduce_range | U8S8 per-tensor | S8S8 per-channel | S8S8 per-channel, reduce_range | QOperator U8S8 |
 # |---|---|---|---|---|---|---|---|
 # | **AMD EPYC Zen 3, AVX2 only** (commit ce0944a) | not measured | 1.58x | 1.56x | not measured | not measured | not measured | not measured |
-# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cfa2c4f+) | 0.12x | 1.56x | 1.49x | 1.40x | 0.35x | 0.37x | 1.53x |
+# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a) | 0.12x | 1.56x | 1.49x | 1.40x | 0.35x | 0.37x | 1.53x |
 # <!-- /reference -->
 
 
@@ -612,7 +612,7 @@ cl.claim(
 # the dynamic file {profile_dynamic_ms:.1f} ms, {profile_dynamic_share:.0f} % in ConvInteger -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cfa2c4f+): kernel time per run at batch 64: fp32 23.7 ms, 98 % in Conv; the production variant 15.9 ms, 96 % in QLinearConv; the dynamic file 224.8 ms, 95 % in ConvInteger
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): kernel time per run at batch 64: fp32 23.7 ms, 98 % in Conv; the production variant 15.9 ms, 96 % in QLinearConv; the dynamic file 224.8 ms, 95 % in ConvInteger
 # <!-- /reference -->
 
 # %%
@@ -680,7 +680,7 @@ cl.claim(
 # | reference CPU | 16 tokens | 64 tokens | 128 tokens | 256 tokens |
 # |---|---|---|---|---|
 # | **AMD EPYC Zen 3, AVX2 only** (commit ce0944a) | not measured | not measured | not measured | not measured |
-# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cfa2c4f+) | 1.58x | 1.96x | 1.98x | 1.65x |
+# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a) | 1.58x | 1.96x | 1.98x | 1.65x |
 # <!-- /reference -->
 
 # %%
@@ -754,7 +754,7 @@ print(f"yours: 16 against 256 tokens: {verdict[seq_speed[16].speedup_clearly_abo
 # {sat_pairs_total:,} -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cfa2c4f+): with full-range weights, 72,593 pair sums saturated, of 283,377,664
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): with full-range weights, 72,593 pair sums saturated, of 283,377,664
 # <!-- /reference -->
 
 # %%
@@ -814,7 +814,7 @@ sat_pairs = {r: sum(sat[n.name, r][0] for n in convs) for r in (False, True)}
 # weights, {agreement_rr:.2f} % with reduce_range -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only** (commit ce0944a): agreement with fp32 on 2,000 test images: 98.90 % with full-range weights, 99.90 % with reduce_range
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cfa2c4f+): agreement with fp32 on 2,000 test images: 99.95 % with full-range weights, 99.65 % with reduce_range
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): agreement with fp32 on 2,000 test images: 99.95 % with full-range weights, 99.65 % with reduce_range
 # <!-- /reference -->
 
 # %%
@@ -876,7 +876,7 @@ cl.claim(
 # | reference CPU | full range | reduce_range | U8U8 | x64quantprecision |
 # |---|---|---|---|---|
 # | **AMD EPYC Zen 3, AVX2 only** (commit ce0944a) | 1.58x, 98.90 % | 1.56x, 99.90 % | 1.15x, 99.80 % | 0.98x, 99.90 % |
-# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cfa2c4f+) | 1.56x, 99.95 % | 1.49x, 99.65 % | 0.63x, 99.90 % | 0.71x, 99.95 % |
+# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a) | 1.56x, 99.95 % | 1.49x, 99.65 % | 0.63x, 99.90 % | 0.71x, 99.95 % |
 # <!-- /reference -->
 
 # %%
@@ -1003,7 +1003,7 @@ cl.claim(
 # | reference CPU | MLP | ResNet18 batch 1 | ResNet18 batch 64 | encoder 16 tokens | encoder 256 tokens |
 # |---|---|---|---|---|---|
 # | **AMD EPYC Zen 3, AVX2 only** (commit ce0944a) | not measured | not measured | not measured | not measured | not measured |
-# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cfa2c4f+) | 1.12x | 2.35x | 1.56x | 1.58x | 1.65x |
+# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a) | 1.12x | 2.35x | 1.56x | 1.58x | 1.65x |
 # <!-- /reference -->
 
 # %%
@@ -1075,7 +1075,7 @@ cl.claim(
 # {best_ratio:.2f}x ({best_low:.2f}–{best_high:.2f}), {best_case} -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cfa2c4f+): the seed's row for this CPU: "Modern Intel CPU (Cascade Lake and later, VNNI)" (2–4x); best ratio 1.98x (1.77–2.16), text encoder, 128 tokens
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): the seed's row for this CPU: "Modern Intel CPU (Cascade Lake and later, VNNI)" (2–4x); best ratio 1.98x (1.77–2.16), text encoder, 128 tokens
 # <!-- /reference -->
 
 # %%
