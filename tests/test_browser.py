@@ -254,7 +254,7 @@ def test_affine_explorers_respond(browser, lab):
 
 
 def test_calibration_explorer_responds(browser, lab):
-    page = open_and_run_all(browser, lab, "03_static_qdq.ipynb", timeout_s=600)
+    page = open_and_run_all(browser, lab, "03b_calibration_deep_dive.ipynb", timeout_s=600)
     explorer, status, plot, text, src = shown_widget(page, ".calibration-explorer")
     assert "MinMax [" in text and "Percentile [" in text and "clips" in text
     dropdown = explorer.locator(".widget-dropdown select").first

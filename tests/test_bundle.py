@@ -255,10 +255,14 @@ print({MARK!r} + json.dumps({{
 
 
 def _snapshot(directory: Path) -> dict[str, tuple[int, int]]:
+    """Every file's size and time, except what a lesson writes by design: the results store and
+    this run's figures (figures/NN.json, for `course_lib reference record`)."""
     return {
         str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_mtime_ns)
         for p in directory.rglob("*")
-        if p.is_file() and not p.name.startswith("results.json")
+        if p.is_file()
+        and not p.name.startswith("results.json")
+        and p.relative_to(directory).parts[0] != "figures"
     }
 
 

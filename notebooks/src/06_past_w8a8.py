@@ -1162,13 +1162,15 @@ rows += [
 ]
 
 # %%
+# Lesson 04 names its production choice by the CPU: with reduce_range where U8S8 can saturate.
+LESSON_04_CHOICE = "per-channel, reduce_range" if cl.u8s8_can_saturate() else "per-channel"
 ELSEWHERE = {  # (lesson, model, variant as that lesson records it): when to reach for it
     ("02", "text_encoder", "per_channel, reduce_range"): "x86 without VNNI, where U8S8 saturates",
     ("02", "text_encoder", "per_channel, embedding and its LayerNorm in float"): "embedding costs quality",
     ("02", "fashion_resnet18", "dynamic int8"): "rarely on CNNs: per-run ranges cost",
     ("03", "fashion_resnet18", "QDQ S8S8"): "where the kernels that run take S8S8",
     ("03", "fashion_resnet18", "QOperator U8S8"): "a runtime that needs integer ops in the file",
-    ("04", "fashion_resnet18", "per-channel, 2 layers in float"): "qdq_loss_debug names a few layers",
+    ("04", "fashion_resnet18", f"{LESSON_04_CHOICE}, 2 layers in float"): "qdq_loss_debug names a few layers",
 }
 stored = {(e["lesson"], e["model"], e["variant"]): e for e in measure.load_results()}  # latest of each
 
