@@ -7,7 +7,8 @@ top to bottom. These are the library the lessons use:
     data          Fashion-MNIST (sources, checksums, one preprocessing, splits), two moons, data directory
     models        the demo models (two-moons MLP, ResNet18): build, train, cache (verified), export to ONNX
     cache         the models' cache on disk: recipes, files, checks, the verified ONNX file (imports no torch)
-    release       the trained models from a published release or a workshop bundle, verified before the cache
+    release       a published release: its archive's download and reading, each file checked by SHA-256
+    pipeline      getting a verified model: cache, then archive, then release download, then training
     text_encoder  all-MiniLM-L6-v2: its published weights, the ONNX export, tokenized sentences, embeddings
     affine        the INT8 encoding itself: scale, zero point, rounding as ONNX Runtime does it, error bounds
     calibration   CalibrationDataReaders that check what they feed (ArrayReader, DatasetReader), ranges
@@ -52,6 +53,7 @@ _MODULES = (
     "measure",
     "models",
     "nodes",
+    "pipeline",
     "qat",
     "reference",
     "text_encoder",
@@ -61,6 +63,7 @@ _NAMES = {
     "calibration": ("ArrayReader", "CalibrationError", "DatasetReader"),
     "claims": ("claim",),
     "nodes": ("checked_node_names",),
+    "pre_process": ("quiet_quantizer_hints",),
     "reference": ("save_figures",),
     "data": (
         "CLASS_NAMES",
@@ -77,17 +80,11 @@ _NAMES = {
         "preprocess",
     ),
     "hardware": ("cpu_report", "has_vnni", "onnxruntime_providers", "u8s8_can_saturate"),
-    "models": (
-        "MODELS",
-        "TrainedModel",
-        "ensure_model",
-        "ensure_models",
-        "export_onnx",
-        "load_model",
-        "onnx_metadata",
-    ),
-    # Found and verified without importing PyTorch (see `cache`).
-    "cache": ("ensure_onnx", "export_trained", "onnx_path"),
+    "models": ("MODELS", "TrainedModel", "export_onnx", "onnx_metadata"),
+    # Getting a verified model: cache, archive, release download, training (see `pipeline`);
+    # `ensure_onnx` on a verified cache imports no PyTorch.
+    "pipeline": ("ensure_model", "ensure_models", "ensure_onnx", "export_trained", "load_model"),
+    "cache": ("onnx_path",),
 }
 _HOME = {name: module for module, names in _NAMES.items() for name in names}
 
@@ -147,6 +144,7 @@ __all__ = [
     "onnx_path",
     "onnxruntime_providers",
     "preprocess",
+    "quiet_quantizer_hints",
     "reference",
     "save_figures",
     "u8s8_can_saturate",

@@ -6,12 +6,14 @@ were trained on, and the SHA-256 of the weights and of the export; an entry is u
 all of them still match.
 
 Kept apart from `models`, which imports PyTorch, because importing torch costs about 0.5 GB
-here: a lesson that only needs the ONNX file (`ensure_onnx` on a verified cache) never pays it.
-Binder gives a notebook about 2 GB.
+here: a lesson that only needs the ONNX file (`pipeline.ensure_onnx` on a verified cache) never
+pays it. Binder gives a notebook about 2 GB. This module imports none of `models`, `release` or
+`pipeline`; they import it.
 """
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 from collections.abc import Callable
@@ -116,6 +118,17 @@ def model_files(name: str) -> dict[str, Path]:
     return {"weights": weights_path(name), "onnx": onnx_path(name), "meta": meta_path(name)}
 
 
+class Origin(enum.StrEnum):
+    """Where a cache entry came from (its metadata's source kind), and where `pipeline.load_model`
+    found a model this time."""
+
+    CACHE = "verified cache"
+    ARCHIVE = "release archive"
+    BUNDLE = "workshop bundle"
+    DOWNLOAD = "release download"
+    TRAINED = "trained here"
+
+
 class CacheProblem(Exception):
     """Why a cache entry cannot be used (missing, corrupt or stale)."""
 
@@ -164,30 +177,3 @@ def verified_onnx(name: str) -> Path:
     if recorded.get("exporter") != ONNX_EXPORTER:
         raise CacheProblem(f"{path.name} was made by the {recorded.get('exporter', 'torchscript')} exporter")
     return path
-
-
-def ensure_onnx(name: str, train: bool = True, log: Callable[[str], None] = print) -> Path:
-    """The model's verified ONNX file; exported (and parity-checked) first if missing or out of date.
-
-    A verified cache is read without importing PyTorch. Anything else goes through
-    `models.ensure_model`, which fetches, trains or exports what is missing and says so.
-    """
-    try:
-        return verified_onnx(name)
-    except CacheProblem:
-        from .models import ensure_model
-
-        ensure_model(name, train=train, log=log)
-        return onnx_path(name)
-
-
-def export_trained(name: str, path: str | Path, **options) -> Path:
-    """Export the cached model `name` to `path` with `models.export_onnx`'s options.
-
-    By name, and importing PyTorch only when called, so that a fresh process can do it
-    (`measure.peak_memory_of(cl.export_trained, ...)`): a notebook that needs PyTorch for one
-    export then never holds torch's memory itself.
-    """
-    from .models import export_onnx, load_model
-
-    return export_onnx(load_model(name, train=False), Path(path), **options)

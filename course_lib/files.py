@@ -1,6 +1,7 @@
 """Files the course writes and checks: a SHA-256 fingerprint, and writes that never leave half a file.
 
-    sha256_file    the SHA-256 of a file's bytes, read in 1 MiB chunks (models are hundreds of MB)
+    sha256_file    the SHA-256 of a file's bytes (`hashlib.file_digest`), optionally copying them on
+                   the way (a download, an archive member) so that what is hashed is what was written
     atomic_write   write through a temporary file, then rename it over the target
 
 Imports nothing heavy (no torch, onnx or onnxruntime), so an ONNX-only process can hash a model
@@ -11,19 +12,53 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 
-def sha256_file(path: str | Path) -> str:
-    """The hex SHA-256 of the file at `path`: the same bytes give the same digest anywhere."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+class _Tee(io.RawIOBase):
+    """A readable stream that hands each block it reads to `copy_to` and `on_chunk` as well."""
+
+    def __init__(
+        self, source: IO[bytes], copy_to: IO[bytes] | None, on_chunk: Callable[[int], object] | None
+    ):
+        super().__init__()
+        self._source, self._copy_to, self._on_chunk = source, copy_to, on_chunk
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self._source.readinto(buffer) or 0
+        if n:
+            if self._copy_to is not None:
+                self._copy_to.write(memoryview(buffer)[:n])
+            if self._on_chunk is not None:
+                self._on_chunk(n)
+        return n
+
+
+def sha256_file(
+    source: str | os.PathLike | IO[bytes],
+    copy_to: IO[bytes] | None = None,
+    on_chunk: Callable[[int], object] | None = None,
+) -> str:
+    """The hex SHA-256 of a file (a path, or a binary stream read to its end): the same bytes give
+    the same digest anywhere.
+
+    `copy_to` receives every byte as it is hashed, and `on_chunk(n)` hears of each block (a progress
+    bar, a size cap that raises), so one pass reads, copies and hashes a download or an archive member.
+    """
+    if isinstance(source, str | os.PathLike):
+        with open(source, "rb") as f:
+            return sha256_file(f, copy_to, on_chunk)
+    if copy_to is not None or on_chunk is not None:
+        source = _Tee(source, copy_to, on_chunk)
+    return hashlib.file_digest(source, "sha256").hexdigest()
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:

@@ -9,12 +9,14 @@ Each trained model is cached under `<data dir>/models/<name>/` as weights plus a
 (recipe, data checksums, library versions, accuracy, training time, weight hash). The cache is
 written atomically and verified on every read: a corrupt or stale entry is rebuilt, with a
 message, never used silently.
+
+Getting a model (cache, archive, release download, else training here) is `course_lib.pipeline`'s
+job, which calls this module; this module imports neither it nor `release`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import functools
 import json
 import math
@@ -23,7 +25,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -37,6 +38,7 @@ from .cache import (  # the cache's files and checks, which need no torch
     ONNX_OPSET,
     RESNET_RECIPE,
     CacheProblem,
+    Origin,
     Recipe,
     cache_dir,
     check_entry,
@@ -45,15 +47,11 @@ from .cache import (  # the cache's files and checks, which need no torch
     onnx_path,
     weights_path,
 )
-from .cache import ensure_onnx as ensure_onnx  # re-exported: the one ensure_onnx, torch-free when it can be
-from .cache import export_trained as export_trained
 from .cache import model_files as model_files
 from .files import atomic_write, sha256_file
 from .names import MOONS_MLP, RESNET18  # defined apart, torch-free, for the report
+from .units import format_duration
 from .versions import library_versions
-
-if TYPE_CHECKING:
-    from . import release as release_module
 
 
 # --------------------------------------------------------------------------------------------
@@ -279,12 +277,6 @@ def _fast_convolutions(model: nn.Module, device: torch.device):
     return _skipping_dead_taps(model) if device.type == "cpu" else contextlib.nullcontext(model)
 
 
-def _fmt_minutes(seconds: float) -> str:
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
-
-
 def train_resnet18(
     recipe: Recipe = RESNET_RECIPE,
     progress: bool = True,
@@ -356,9 +348,9 @@ def train_resnet18(
             }
             history.append(row)
             when = (
-                f"{_fmt_minutes(elapsed)} so far, about {_fmt_minutes(left)} left"
+                f"{format_duration(elapsed)} so far, about {format_duration(left)} left"
                 if epoch + 1 < recipe.epochs
-                else f"done in {_fmt_minutes(elapsed)}"
+                else f"done in {format_duration(elapsed)}"
             )
             say(
                 f"ResNet18 epoch {epoch + 1}/{recipe.epochs}: {row['images_per_second']:.0f} images/s, "
@@ -434,16 +426,6 @@ def _spec(name: str) -> ModelSpec:
 # --------------------------------------------------------------------------------------------
 # The cache: atomic writes, verified reads
 # --------------------------------------------------------------------------------------------
-class Origin(enum.StrEnum):
-    """Where `load_model` found a model this time."""
-
-    CACHE = "verified cache"
-    ARCHIVE = "release archive"
-    BUNDLE = "workshop bundle"
-    DOWNLOAD = "release download"
-    TRAINED = "trained here"
-
-
 @dataclass
 class TrainedModel:
     """A demo model loaded from the cache, with its metadata and where this copy came from."""
@@ -452,7 +434,7 @@ class TrainedModel:
     module: nn.Module
     meta: dict
     origin: Origin = Origin.CACHE
-    exported: bool = False  # set by ensure_model when it had to export the ONNX file
+    exported: bool = False  # set by ensure_export when it had to export the ONNX file
 
     @property
     def test_accuracy(self) -> float:
@@ -468,9 +450,9 @@ class TrainedModel:
         return onnx_path(self.name)
 
 
-def _load_verified(name: str, directory: Path | None = None) -> TrainedModel:
+def load_cached(name: str, directory: Path | None = None) -> TrainedModel:
     """Load a cache entry (or the same files in `directory`), raising CacheProblem with the reason
-    if it is missing, corrupt or stale."""
+    if it is missing, corrupt or stale. Never fetches or trains: `pipeline.load_model` does."""
     spec = _spec(name)
     directory = Path(directory) if directory is not None else cache_dir(name)
     meta = check_entry(directory, spec.recipe, spec.data_fingerprint())
@@ -486,7 +468,7 @@ def _load_verified(name: str, directory: Path | None = None) -> TrainedModel:
 def cache_status(name: str) -> str:
     """'ok' or the reason the cache entry would be rebuilt (for `doctor`)."""
     try:
-        _load_verified(name)
+        load_cached(name)
     except CacheProblem as exc:
         return str(exc)
     return "ok"
@@ -541,7 +523,7 @@ class TrainingEstimate:
 
     def __str__(self) -> str:
         return (
-            f"about {_fmt_minutes(self.seconds)} on this machine's {self.device} (measured "
+            f"about {format_duration(self.seconds)} on this machine's {self.device} (measured "
             f"{self.images_per_second:,.0f} samples/s over {self.steps_timed} training steps)"
         )
 
@@ -607,58 +589,6 @@ def estimate_training(name: str, steps: int = 4, device: torch.device | None = N
         steps_timed=steps_timed,
         device=described,
     )
-
-
-def load_model(
-    name: str,
-    train: bool = True,
-    progress: bool = True,
-    log: Callable[[str], None] = print,
-    archive: str | Path | None = None,
-    fetched: release_module.Fetched | None = None,
-) -> TrainedModel:
-    """A demo model, from the first place that has a verified copy; each step says what it does.
-
-    1. the verified cache (<data dir>/models/<name>/);
-    2. a release archive or workshop bundle, if one is given (`archive`, or $COURSE_RELEASE_ARCHIVE);
-    3. the release download named in `course_lib/release.json` (or $COURSE_RELEASE_URL's mirror);
-    4. training here, after a short timed run that says how long it will take.
-
-    Whatever comes from 2 or 3 is verified by SHA-256 and parity-checked before it enters the
-    cache. With train=False, step 4 is skipped and the error lists what was tried and the fixes.
-    `fetched`: what a `release.fetch` for several models at once already did (steps 2 and 3 are
-    then not tried again, and a model it installed is reported as coming from where it came from).
-    """
-    from . import release
-
-    try:
-        model = _load_verified(name)
-    except CacheProblem as exc:
-        problem = str(exc)
-    else:
-        if fetched is not None and name in fetched.installed:
-            model.origin = fetched.installed[name]
-        return model
-    if problem != "not trained yet":
-        log(f"The cached {name} cannot be used ({problem}); looking for another copy.")
-    tried = fetched or release.fetch([name], log=log, progress=progress, archive=archive)
-    if name in tried.installed:
-        model = _load_verified(name)
-        model.origin = tried.installed[name]
-        return model
-    if not train:
-        raise FileNotFoundError(
-            f"The model {name!r} is not available: {problem}. Tried:\n  - "
-            + "\n  - ".join(tried.reasons)
-            + "\nRun `python -m course_lib prepare` (or `make run`) to get or train it."
-        )
-    estimate = estimate_training(name)
-    log(
-        f"Training {name} ({_spec(name).description}) here: {estimate}.\n"
-        + (f"  (Not from a release: {'; '.join(tried.reasons)}.)\n" if tried.reasons else "")
-        + f"  To skip training next time: {release.alternatives()}"
-    )
-    return train_and_cache(name, progress=progress, log=log)
 
 
 # --------------------------------------------------------------------------------------------
@@ -791,21 +721,11 @@ def parity_inputs(name: str, n: int = 256) -> np.ndarray:
 PARITY_ATOL = 1e-4
 
 
-def ensure_model(
-    name: str,
-    train: bool = True,
-    progress: bool = True,
-    log: Callable[[str], None] = print,
-    archive: str | Path | None = None,
-    fetched: release_module.Fetched | None = None,
-) -> TrainedModel:
-    """The verified model and its verified ONNX export, fetching, training or exporting only what is missing.
-
-    The model comes from `load_model` (cache, release archive, release download, training). The
-    export is redone (and parity-checked against PyTorch) when the file is missing, does not
-    match the hash recorded with the weights, or was made by another exporter.
-    """
-    trained = load_model(name, train=train, progress=progress, log=log, archive=archive, fetched=fetched)
+def ensure_export(trained: TrainedModel, log: Callable[[str], None] = print) -> TrainedModel:
+    """`trained` with a verified ONNX export: redone (and parity-checked against PyTorch) when the
+    file is missing, does not match the hash recorded with the weights, or was made by another
+    exporter; the export's record is then written into the cache entry's metadata."""
+    name = trained.name
     path = onnx_path(name)
     recorded = trained.meta.get("onnx", {})
     found = sha256_file(path) if path.exists() else None
@@ -838,22 +758,3 @@ def ensure_model(
     }
     atomic_write(meta_path(name), lambda p: p.write_text(json.dumps(trained.meta, indent=2)))
     return trained
-
-
-def ensure_models(
-    names: tuple[str, ...] | None = None,
-    progress: bool = True,
-    log: Callable[[str], None] = print,
-    archive: str | Path | None = None,
-) -> dict[str, TrainedModel]:
-    """`ensure_model` for several models (default: every demo model), with one look at the release
-    for all that are missing, so that one download serves them all and each says where it came from."""
-    from . import release
-
-    names = tuple(MODELS) if names is None else tuple(names)
-    missing = [name for name in names if cache_status(name) != "ok"]
-    fetched = release.fetch(missing, log=log, progress=progress, archive=archive) if missing else None
-    return {
-        name: ensure_model(name, progress=progress, log=log, archive=archive, fetched=fetched)
-        for name in names
-    }

@@ -10,10 +10,12 @@ A release is two files, published as the assets of a GitHub release (or on any w
 `python -m course_lib release` (course_lib/tooling/release.py) writes both from the verified
 cache, and writes the same manifest into the package as `course_lib/release.json`, which is
 committed with the release: an installed course then knows exactly which bytes to accept. This
-module is the other side, what `models.load_model` uses when the cache lacks a model: what a
-release is, its download, and installing verified models from a release archive or a workshop
-bundle. A download is verified against release.json before anything enters the cache, and
-refused, with nothing kept, when one byte differs.
+module is the other side: what a release is, its download (retried a few times when the
+connection drops), and reading the model files out of a release archive or a workshop bundle,
+each one checked against its SHA-256. A download is verified against release.json before anything
+is kept, and refused, with nothing kept, when one byte differs. Installing what it reads into the
+cache (with a parity check that needs PyTorch) is `course_lib.pipeline`'s part; this module imports
+only the torch-free `cache`, never `models` or `pipeline`.
 
 Where the archive is downloaded from: `<repository>/releases/download/<tag>/course-models.tar`,
 the repository being the address in pyproject.toml (recorded in release.json). Setting
@@ -29,7 +31,7 @@ import hashlib
 import http.client
 import json
 import os
-import shutil
+import socket
 import tarfile
 import tempfile
 import time
@@ -37,10 +39,12 @@ import urllib.error
 import urllib.request
 import zipfile
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
 
+from . import cache
+from .cache import Origin
 from .files import sha256_file
 
 FORMAT = 1
@@ -51,8 +55,14 @@ RELEASE_FILE = Path(__file__).with_name("release.json")
 URL_ENV = "COURSE_RELEASE_URL"
 ARCHIVE_ENV = "COURSE_RELEASE_ARCHIVE"
 RELEASE_MODELS = ("moons_mlp", "fashion_resnet18")
-TIMEOUT_SECONDS = 30
-CHUNK = 1 << 20
+TIMEOUT_SECONDS = 30  # per connection and per read, not for the whole file
+# A dropped connection, a timeout or an overloaded server (HTTP 5xx, 429) is tried again, after
+# 1 s, then 2 s: three attempts, at most 3 s of waiting in all. `sleep` is looked up when called,
+# so that tests can replace it.
+ATTEMPTS = 3
+BACKOFF_SECONDS = 1.0
+BACKOFF_CAP_SECONDS = 4.0
+sleep = time.sleep
 # A workshop bundle (.zip) holds one top folder, with its manifest in it and the models under data/models/.
 BUNDLE_TOP = "onnx-quant-course"
 BUNDLE_MANIFEST = "MANIFEST.json"
@@ -60,16 +70,6 @@ BUNDLE_MANIFEST = "MANIFEST.json"
 
 class ReleaseError(RuntimeError):
     """A release archive or download cannot be used; the message names what, why and the fix."""
-
-
-def _sha256_stream(f: IO[bytes], out: IO[bytes] | None = None) -> tuple[str, int]:
-    h, size = hashlib.sha256(), 0
-    for chunk in iter(lambda: f.read(CHUNK), b""):
-        h.update(chunk)
-        size += len(chunk)
-        if out is not None:
-            out.write(chunk)
-    return h.hexdigest(), size
 
 
 # --------------------------------------------------------------------------------------------
@@ -80,12 +80,10 @@ def release_tag(names: Iterable[str] = RELEASE_MODELS) -> str:
 
     So a course whose recipe changed never downloads weights trained with the old one.
     """
-    from . import models
-
     payload = {
-        "format": models.CACHE_FORMAT,
-        "models": {name: models.MODELS[name].recipe.digest() for name in sorted(names)},
-        "data": [models.MODELS[name].data_fingerprint() for name in sorted(names)],
+        "format": cache.CACHE_FORMAT,
+        "models": {name: cache.RECIPES[name].digest() for name in sorted(names)},
+        "data": [cache.FINGERPRINTS[name]() for name in sorted(names)],
     }
     return "models-" + hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -154,65 +152,102 @@ def alternatives() -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Download: streamed, atomic, verified
+# Download: streamed, atomic, verified, retried when the connection fails
 # --------------------------------------------------------------------------------------------
-def download(url: str, dest: Path, sha256: str, size: int, progress: bool = True) -> Path:
-    """Stream `url` to `dest`, checking its size and SHA-256; on any failure nothing is left at `dest`.
+class _Transient(ReleaseError):
+    """A failure that another attempt may not meet: a dropped connection, a timeout, HTTP 5xx/429."""
 
-    The bytes go to a temporary file beside `dest`, which is renamed only after both checks pass.
-    """
+
+def _attempt(url: str, fd: int, size: int, label: str, progress: bool) -> str:
+    """One download of `url` into the open file `fd`; its SHA-256. _Transient when worth retrying."""
     from tqdm.auto import tqdm
 
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    tmp = Path(tmp_name)
     request = urllib.request.Request(url, headers={"User-Agent": "onnx-quant-course"})
-    h, got = hashlib.sha256(), 0
+    got = 0
     try:
         with (
             os.fdopen(fd, "wb") as f,
             urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response,
-            tqdm(total=size, unit="B", unit_scale=True, desc=dest.name, disable=not progress) as bar,
+            tqdm(total=size, unit="B", unit_scale=True, desc=label, disable=not progress) as bar,
         ):
-            for chunk in iter(lambda: response.read(CHUNK), b""):
-                got += len(chunk)
+
+            def counted(n: int) -> None:
+                nonlocal got
+                got += n
                 if got > size:
                     raise ReleaseError(
                         f"The download from {url} is larger than the {size:,} bytes the release names; "
                         "refused, nothing was kept. The file on the server is not this release's."
                     )
-                f.write(chunk)
-                h.update(chunk)
-                bar.update(len(chunk))
+                bar.update(n)
+
+            digest = sha256_file(response, copy_to=f, on_chunk=counted)
             f.flush()
             os.fsync(f.fileno())
-        if got != size:
-            raise ReleaseError(
-                f"The download from {url} stopped after {got:,} of {size:,} bytes; nothing was kept. "
-                "Run it again (a flaky connection), or download the file by hand and give it with "
-                f"${ARCHIVE_ENV}."
-            )
-        found = h.hexdigest()
-        if found != sha256:
-            raise ReleaseError(
-                f"Refused the download from {url}: its SHA-256 is {found}, but this course accepts only "
-                f"{sha256} (course_lib/release.json). Nothing was kept. A mirror serving another file, "
-                "or a corrupted copy: fix the server's file, or unset the mirror."
-            )
-        os.replace(tmp, dest)
     except urllib.error.HTTPError as exc:
-        raise ReleaseError(f"The release download {url} answered HTTP {exc.code} ({exc.reason}).") from exc
+        exc.close()  # the error carries the open response
+        answered = f"answered HTTP {exc.code} ({exc.reason})"
+        if exc.code >= 500 or exc.code == 429:
+            raise _Transient(answered) from exc
+        raise ReleaseError(f"The release download {url} {answered}.") from exc
     except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
         reason = getattr(exc, "reason", None) or exc
         what = f"failed after {got:,} of {size:,} bytes" if got else "could not be reached"
-        raise ReleaseError(
-            f"The release download {url} {what} ({type(exc).__name__}: {reason}); nothing was kept."
-        ) from exc
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    return dest
+        message = f"{what} ({type(exc).__name__}: {reason})"
+        if isinstance(reason, socket.gaierror):  # no name resolution: offline, and another try will not help
+            raise ReleaseError(f"The release download {url} {message}; nothing was kept.") from exc
+        raise _Transient(message) from exc
+    if got != size:
+        raise _Transient(f"stopped after {got:,} of {size:,} bytes")
+    return digest
+
+
+def download(
+    url: str,
+    dest: Path,
+    sha256: str,
+    size: int,
+    progress: bool = True,
+    attempts: int = ATTEMPTS,
+    log: Callable[[str], None] | None = None,
+) -> Path:
+    """Stream `url` to `dest`, checking its size and SHA-256; on any failure nothing is left at `dest`.
+
+    The bytes go to a temporary file beside `dest`, which is renamed only after both checks pass.
+    A dropped connection, a timeout or HTTP 5xx/429 is tried again, `attempts` times in all, after
+    waits of 1 s, 2 s, … (capped); a 404, a file larger than the release's or another SHA-256 is not.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    failures: list[str] = []
+    for attempt in range(1, attempts + 1):
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+        tmp = Path(tmp_name)
+        try:
+            found = _attempt(url, fd, size, dest.name, progress)
+            if found != sha256:
+                raise ReleaseError(
+                    f"Refused the download from {url}: its SHA-256 is {found}, but this course accepts only "
+                    f"{sha256} (course_lib/release.json). Nothing was kept. A mirror serving another file, "
+                    "or a corrupted copy: fix the server's file, or unset the mirror."
+                )
+            os.replace(tmp, dest)
+            return dest
+        except _Transient as exc:
+            failures.append(f"attempt {attempt}: {exc}")
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+        if attempt < attempts:
+            wait = min(BACKOFF_SECONDS * 2 ** (attempt - 1), BACKOFF_CAP_SECONDS)
+            if log is not None:
+                log(f"The release download {url}, {failures[-1]}; trying again in {wait:g} s.")
+            sleep(wait)
+    raise ReleaseError(
+        f"The release download {url} failed {attempts} time{'s' if attempts != 1 else ''} "
+        f"({'; '.join(failures)}); nothing was kept. Run it again later (a flaky connection), or download "
+        f"the file by hand and give it with ${ARCHIVE_ENV}."
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -223,15 +258,13 @@ class _Archive:
     """The model files inside a release archive or a bundle, with the hashes they must have."""
 
     path: Path
-    kind: str  # models.Origin value
+    kind: str  # cache.Origin value
     expected: dict[str, dict]  # "models/<name>/<file>" -> {"sha256", "bytes"}
     open: Callable[[str], IO[bytes]]
 
 
 @contextlib.contextmanager
 def _open_tar(path: Path, release: Release | None):
-    from .models import Origin
-
     with contextlib.ExitStack() as stack:
         try:
             tf = stack.enter_context(tarfile.open(path, "r:"))
@@ -277,8 +310,6 @@ def bundle_manifest(archive: Path) -> dict:
 
 @contextlib.contextmanager
 def _open_bundle(path: Path):
-    from .models import Origin
-
     try:
         manifest = bundle_manifest(path)
     except ReleaseError as exc:
@@ -291,6 +322,11 @@ def _open_bundle(path: Path):
     }
     with zipfile.ZipFile(path) as zf:
         yield _Archive(path, str(Origin.BUNDLE), expected, lambda name: zf.open(f"{BUNDLE_TOP}/data/{name}"))
+
+
+def open_tar(path: str | Path, release: Release | None = None):
+    """A release archive (.tar), as a context manager over its model files."""
+    return _open_tar(Path(path), release)
 
 
 def open_archive(path: str | Path, release: Release | None = None):
@@ -309,185 +345,26 @@ def open_archive(path: str | Path, release: Release | None = None):
 
 
 # --------------------------------------------------------------------------------------------
-# Installing verified models into the cache
+# Reading one model file out of an archive, verified
 # --------------------------------------------------------------------------------------------
-def _stage(archive: _Archive, arcname: str, dest: Path) -> None:
-    """Copy one archive member to `dest`, refusing it unless its SHA-256 is the expected one."""
+def extract_verified(archive: _Archive, arcname: str, dest: Path) -> None:
+    """Copy one archive member to `dest`, refusing it unless its SHA-256 and size are the expected ones.
+
+    On refusal `dest` may hold the refused bytes: it belongs in a staging folder the caller removes.
+    """
     want = archive.expected.get(arcname)
     if want is None:
         raise ReleaseError(f"{archive.path} has no {arcname} in its manifest; it is not a complete release.")
     try:
         with archive.open(arcname) as src, open(dest, "wb") as out:
-            found, size = _sha256_stream(src, out)
+            found = sha256_file(src, copy_to=out)
     except KeyError as exc:
         raise ReleaseError(
             f"{archive.path} lacks {arcname}, which its manifest lists. Copy it again."
         ) from exc
+    size = dest.stat().st_size
     if found != want["sha256"] or size != want["bytes"]:
         raise ReleaseError(
             f"Refused {arcname} in {archive.path}: SHA-256 {found} ({size:,} bytes), expected "
             f"{want['sha256']} ({want['bytes']:,} bytes). Nothing was kept; copy the archive again."
         )
-
-
-def _install_one(archive: _Archive, name: str, staging: Path, source: dict) -> None:
-    """Stage, verify (hashes, recipe, ONNX parity) and move one model into the cache."""
-    from . import models
-
-    stage = staging / name
-    stage.mkdir()
-    files = models.model_files(name)
-    for path in files.values():
-        _stage(archive, f"models/{name}/{path.name}", stage / path.name)
-    try:
-        trained = models._load_verified(name, stage)
-    except models.CacheProblem as exc:
-        raise ReleaseError(f"The {name} in {archive.path} cannot be used here: {exc}.") from exc
-    meta = trained.meta
-    onnx_file = stage / files["onnx"].name
-    if meta.get("onnx", {}).get("sha256") != sha256_file(onnx_file):
-        raise ReleaseError(f"The {name} in {archive.path}: its ONNX file is not the one its metadata names.")
-    diff = models.onnx_parity(trained, onnx_file, models.parity_inputs(name))
-    if diff > models.PARITY_ATOL:
-        raise ReleaseError(
-            f"The {name} in {archive.path}: ONNX Runtime and PyTorch disagree here by {diff:.2e} "
-            f"(> {models.PARITY_ATOL:.0e}); not installed."
-        )
-    meta["source"] = {
-        **source,
-        "parity_max_abs_diff": diff,
-        "installed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "trained_on": meta.get("device"),
-    }
-    (stage / "meta.json").write_text(json.dumps(meta, indent=2))
-    # The metadata names the other files' hashes, so it goes last: an interruption in between leaves
-    # an entry whose hashes do not match, which the next read rebuilds.
-    target = models.cache_dir(name)
-    target.mkdir(parents=True, exist_ok=True)
-    for role in ("weights", "onnx", "meta"):
-        os.replace(stage / files[role].name, files[role])
-
-
-def install_archive(
-    archive: _Archive, names: Iterable[str], source: dict, log: Callable[[str], None] = print
-) -> list[str]:
-    """Install the named models from an open archive; returns those installed, logs those refused."""
-    from . import data
-
-    installed = []
-    models_dir = data.data_dir() / "models"
-    models_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".incoming-", dir=models_dir))
-    try:
-        for name in names:
-            try:
-                _install_one(archive, name, staging, source)
-            except ReleaseError as exc:
-                log(str(exc))
-            else:
-                installed.append(name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return installed
-
-
-@dataclass
-class Fetched:
-    """What `fetch` installed (name -> where it came from) and why the rest could not be had."""
-
-    installed: dict = field(default_factory=dict)
-    reasons: list[str] = field(default_factory=list)
-
-
-def _not_valid(names: Iterable[str]) -> list[str]:
-    from . import models
-
-    return [name for name in names if models.cache_status(name) != "ok"]
-
-
-def fetch(
-    names: Iterable[str],
-    log: Callable[[str], None] = print,
-    progress: bool = True,
-    archive: str | Path | None = None,
-    release: Release | None = None,
-) -> Fetched:
-    """Get verified models from a local archive, else from the release download; never trains.
-
-    Everything the archive or release holds that the cache lacks is installed, not only `names`,
-    so one download serves every model.
-    """
-    from .models import Origin
-
-    result = Fetched()
-    wanted = list(names)
-    try:
-        release = release or published()
-    except ReleaseError as exc:
-        log(str(exc))
-        result.reasons.append(str(exc))
-        release = None
-    archive = archive or os.environ.get(ARCHIVE_ENV) or None
-    if archive:
-        log(f"Installing the trained models from the archive {archive} …")
-        try:
-            with open_archive(archive, release) as opened:
-                source = {"kind": opened.kind, "path": str(Path(archive).expanduser().resolve())}
-                present = sorted({p.split("/")[1] for p in opened.expected} & set(RELEASE_MODELS))
-                for name in install_archive(opened, _not_valid(present), source, log):
-                    result.installed[name] = Origin(opened.kind)
-        except ReleaseError as exc:
-            log(str(exc))
-            result.reasons.append(str(exc))
-        else:
-            for name in wanted:
-                if name not in result.installed:
-                    result.reasons.append(f"the archive {archive} had no usable {name}")
-    wanted = [name for name in wanted if name not in result.installed]
-    if not wanted:
-        return result
-    if release is None:
-        result.reasons.append(
-            "no release is published for this version of the course (no course_lib/release.json)"
-        )
-        return result
-    tag = release_tag(release.models)
-    if release.tag != tag:
-        result.reasons.append(
-            f"the published release {release.tag} was made with other recipes or data than this course's "
-            f"({tag}); its weights would not be this course's models"
-        )
-        return result
-    if not any(name in release.models for name in wanted):
-        result.reasons.append(f"the published release {release.tag} has no {', '.join(wanted)}")
-        return result
-    url = release.url()
-    from . import data
-
-    log(f"Downloading the trained models: {url} ({release.bytes / 1e6:.1f} MB, release {release.tag}) …")
-    path = data.data_dir() / "downloads" / release.asset
-    try:
-        download(url, path, release.sha256, release.bytes, progress=progress)
-    except ReleaseError as exc:
-        log(str(exc))
-        result.reasons.append(str(exc))
-        with contextlib.suppress(OSError):
-            path.parent.rmdir()
-        return result
-    try:
-        with _open_tar(path, release) as opened:
-            source = {"kind": str(Origin.DOWNLOAD), "url": url, "sha256": release.sha256, "tag": release.tag}
-            for name in install_archive(opened, _not_valid(release.models), source, log):
-                result.installed[name] = Origin.DOWNLOAD
-    except ReleaseError as exc:
-        log(str(exc))
-        result.reasons.append(str(exc))
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()  # verified and installed (or refused): the archive itself is not kept
-        with contextlib.suppress(OSError):
-            path.parent.rmdir()  # downloads/, when nothing else is in it
-    for name in wanted:
-        if name not in result.installed:
-            result.reasons.append(f"the release download had no usable {name}")
-    return result

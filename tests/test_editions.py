@@ -181,7 +181,7 @@ def test_timings_keep_one_run_per_machine(tmp_path):
         ("CPU A (AVX2, no AVX-512, no VNNI)", 125.0),
     ]
     guide = (docs / "instructor.md").read_text()
-    assert f"| {LESSONS[0]} | 7 s |" in guide and f"| {LESSONS[0]} | 2 min 5 s |" in guide
+    assert f"| {LESSONS[0]} | 7.0 s |" in guide and f"| {LESSONS[0]} | 2 min 5 s |" in guide
     assert "1 min 1 s" not in guide
     assert guide.index("**CPU B (AVX-512, VNNI)**") < guide.index("**CPU A (AVX2, no AVX-512, no VNNI)**")
 

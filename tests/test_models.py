@@ -15,6 +15,7 @@ import course_lib.cache as cache
 import course_lib.data as data
 import course_lib.files as files
 import course_lib.models as models
+import course_lib.pipeline as pipeline
 
 
 class Log(list):
@@ -25,7 +26,7 @@ class Log(list):
 # ---------------------------------------------------------------------------------- two moons
 def test_moons_mlp_trains_caches_and_reloads(private_data_dir):
     log = Log()
-    trained = models.load_model("moons_mlp", progress=False, log=log)
+    trained = pipeline.load_model("moons_mlp", progress=False, log=log)
     assert any("Training moons_mlp" in m for m in log)
     assert trained.test_accuracy >= 0.95
     meta = json.loads((models.cache_dir("moons_mlp") / "meta.json").read_text())
@@ -33,7 +34,7 @@ def test_moons_mlp_trains_caches_and_reloads(private_data_dir):
     assert meta["recipe"] == models.MOONS_RECIPE.to_dict() and "torch" in meta["versions"]
 
     log.clear()
-    again = models.load_model("moons_mlp", log=log)
+    again = pipeline.load_model("moons_mlp", log=log)
     assert log == []  # served from the cache, nothing retrained
     for a, b in zip(trained.module.state_dict().values(), again.module.state_dict().values(), strict=True):
         assert torch.equal(a, b)
@@ -41,7 +42,7 @@ def test_moons_mlp_trains_caches_and_reloads(private_data_dir):
 
 @pytest.fixture
 def cached_mlp(private_data_dir):
-    models.load_model("moons_mlp", progress=False, log=Log())
+    pipeline.load_model("moons_mlp", progress=False, log=Log())
     return models.cache_dir("moons_mlp")
 
 
@@ -52,7 +53,7 @@ def test_corrupt_weights_are_rebuilt_with_a_message(cached_mlp):
     weights.write_bytes(bytes(raw))
     assert models.cache_status("moons_mlp").startswith("corrupt")
     log = Log()
-    rebuilt = models.load_model("moons_mlp", progress=False, log=log)
+    rebuilt = pipeline.load_model("moons_mlp", progress=False, log=log)
     assert "cannot be used (corrupt" in log[0]
     assert models.cache_status("moons_mlp") == "ok" and rebuilt.test_accuracy >= 0.95
 
@@ -60,7 +61,7 @@ def test_corrupt_weights_are_rebuilt_with_a_message(cached_mlp):
 def test_unreadable_metadata_is_rebuilt(cached_mlp):
     (cached_mlp / "meta.json").write_text("{not json")
     log = Log()
-    models.load_model("moons_mlp", progress=False, log=log)
+    pipeline.load_model("moons_mlp", progress=False, log=log)
     assert "metadata unreadable" in log[0]
 
 
@@ -80,7 +81,7 @@ def test_stale_recipe_is_rebuilt(cached_mlp, monkeypatch):
     monkeypatch.setitem(models.MODELS, "moons_mlp", models.ModelSpec(**{**spec.__dict__, "recipe": changed}))
     assert models.cache_status("moons_mlp") == "stale: trained with a different recipe"
     with pytest.raises(FileNotFoundError, match=r"python -m course_lib prepare"):
-        models.load_model("moons_mlp", train=False)
+        pipeline.load_model("moons_mlp", train=False)
 
 
 def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
@@ -98,19 +99,19 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
 
 
 def test_onnx_file_that_changed_is_exported_again(cached_mlp):
-    path = models.ensure_onnx("moons_mlp", log=Log())
+    path = pipeline.ensure_onnx("moons_mlp", log=Log())
     first = files.sha256_file(path)
     model = onnx.load(path)
     model.producer_name = "tampered"
     onnx.save(model, path)
     log = Log()
-    path = models.ensure_onnx("moons_mlp", log=log)
+    path = pipeline.ensure_onnx("moons_mlp", log=log)
     assert "exporting again" in log[0] and files.sha256_file(path) == first
 
 
 def test_a_verified_onnx_file_is_found_without_importing_torch(cached_mlp):
     # Lessons that need only the ONNX file must not pay torch's half gigabyte (Binder: 2 GB).
-    path = models.ensure_onnx("moons_mlp", log=Log())
+    path = pipeline.ensure_onnx("moons_mlp", log=Log())
     code = (
         "import sys, course_lib as cl\n"
         "path = cl.ensure_onnx('moons_mlp', train=False)\n"
@@ -124,7 +125,7 @@ def test_a_verified_onnx_file_is_found_without_importing_torch(cached_mlp):
 
 
 def test_the_torch_free_check_refuses_what_the_full_check_refuses(cached_mlp, monkeypatch):
-    path = models.ensure_onnx("moons_mlp", log=Log())
+    path = pipeline.ensure_onnx("moons_mlp", log=Log())
     assert cache.verified_onnx("moons_mlp") == path
     model = onnx.load(path)
     model.producer_name = "tampered"
@@ -132,7 +133,7 @@ def test_the_torch_free_check_refuses_what_the_full_check_refuses(cached_mlp, mo
     with pytest.raises(cache.CacheProblem, match="does not match the cached weights' export record"):
         cache.verified_onnx("moons_mlp")
     log = Log()
-    assert cache.ensure_onnx("moons_mlp", log=log) == path and "exporting again" in log[0]
+    assert pipeline.ensure_onnx("moons_mlp", log=log) == path and "exporting again" in log[0]
     assert cache.verified_onnx("moons_mlp") == path  # the new export is recorded
     recipe = cache.RECIPES["moons_mlp"]
     changed = cache.Recipe(**{**recipe.to_dict(), "augment": (), "epochs": recipe.epochs + 1})
@@ -144,12 +145,14 @@ def test_the_torch_free_check_refuses_what_the_full_check_refuses(cached_mlp, mo
 def test_a_model_is_exported_by_name_in_a_fresh_process(cached_mlp, tmp_path):
     from course_lib import measure
 
-    out, memory = measure.peak_memory_of(models.export_trained, "moons_mlp", tmp_path / "m.onnx")
+    out, memory = measure.peak_memory_of(pipeline.export_trained, "moons_mlp", tmp_path / "m.onnx")
     assert out == tmp_path / "m.onnx" and onnx.load(out).graph.input[0].name == "input"
     assert memory.peak_bytes > 100e6  # the child imported torch, not this test's process
     x = np.random.default_rng(0).normal(size=(5, 2)).astype(np.float32)
     fresh = ort.InferenceSession(str(out)).run(None, {"input": x})[0]
-    cached = ort.InferenceSession(str(models.ensure_onnx("moons_mlp", log=Log()))).run(None, {"input": x})[0]
+    cached = ort.InferenceSession(str(pipeline.ensure_onnx("moons_mlp", log=Log()))).run(None, {"input": x})[
+        0
+    ]
     np.testing.assert_allclose(fresh, cached, atol=1e-6)
 
 
@@ -157,7 +160,7 @@ def test_a_model_is_exported_by_name_in_a_fresh_process(cached_mlp, tmp_path):
 @pytest.fixture(scope="module")
 def resnet():
     """The prepared ResNet18 (trained by `python -m course_lib prepare` if not yet cached)."""
-    return models.load_model("fashion_resnet18")
+    return pipeline.load_model("fashion_resnet18")
 
 
 def test_resnet18_is_torchvision_resnet18_with_a_one_channel_stem(resnet):
@@ -208,12 +211,12 @@ def test_resnet18_corrupt_cache_is_detected_without_retraining(resnet_cache, pri
         f.write(b"\x00" * 16)
     assert models.cache_status("fashion_resnet18").startswith("corrupt")
     with pytest.raises(FileNotFoundError, match="corrupt"):
-        models.load_model("fashion_resnet18", train=False)
+        pipeline.load_model("fashion_resnet18", train=False)
 
 
 @pytest.mark.parametrize("name", ["moons_mlp", "fashion_resnet18"])
 def test_onnx_export_is_checked_self_contained_and_matches_pytorch(name):
-    path = models.ensure_onnx(name)
+    path = pipeline.ensure_onnx(name)
     model = onnx.load(path)
     onnx.checker.check_model(model, full_check=True)
     assert not any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
@@ -222,7 +225,7 @@ def test_onnx_export_is_checked_self_contained_and_matches_pytorch(name):
     ]
     assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param  # dynamic batch axis
 
-    trained = models.load_model(name, train=False)
+    trained = pipeline.load_model(name, train=False)
     inputs = models.parity_inputs(name, n=256)
     assert models.onnx_parity(trained, path, inputs) <= 1e-4
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
@@ -234,7 +237,7 @@ def test_onnx_export_is_checked_self_contained_and_matches_pytorch(name):
 
 
 def test_resnet_onnx_carries_its_preprocessing_and_class_names():
-    props = models.onnx_metadata(models.ensure_onnx("fashion_resnet18"))
+    props = models.onnx_metadata(pipeline.ensure_onnx("fashion_resnet18"))
     prep = data.default_preprocessing()
     assert json.loads(props["class_names"]) == list(data.CLASS_NAMES)
     assert int(props["input_size"]) == 32
@@ -246,7 +249,7 @@ def test_resnet_onnx_carries_its_preprocessing_and_class_names():
 
 
 def test_a_torchscript_export_can_keep_its_batchnorms_and_still_match_pytorch(tmp_path):
-    trained = models.load_model("fashion_resnet18", train=False)
+    trained = pipeline.load_model("fashion_resnet18", train=False)
     path = models.export_onnx(trained, tmp_path / "legacy.onnx", exporter="torchscript", keep_batchnorm=True)
     ops = [n.op_type for n in onnx.load(path).graph.node]
     assert ops.count("BatchNormalization") == 20  # one after each of ResNet18's 20 convolutions

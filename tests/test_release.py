@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+import course_lib.cache as cache
 import course_lib.files as files
 import course_lib.models as models
+import course_lib.pipeline as pipeline
 import course_lib.release as release
 import course_lib.tooling.bundle as bundle
 from course_lib.tooling.release import write_release
@@ -39,6 +41,7 @@ class Server:
     def __init__(self):
         self.files: dict[str, bytes] = {}
         self.mode = "ok"  # ok | truncated (promises every byte, sends half) | short (honestly sends half)
+        self.first: list[str | int] = []  # modes (or HTTP error codes) for the next requests, then `mode`
         self.requests: list[str] = []
         server = self
 
@@ -48,18 +51,19 @@ class Server:
 
             def do_GET(self):
                 server.requests.append(self.path)
+                mode = server.first.pop(0) if server.first else server.mode
                 body = server.files.get(self.path.removeprefix("/rel/"))
-                if body is None:
-                    self.send_error(404, "Not Found")
+                if body is None or isinstance(mode, int):
+                    self.send_error(404 if body is None else mode)
                     return
-                sent = body if server.mode == "ok" else body[: len(body) // 2]
+                sent = body if mode == "ok" else body[: len(body) // 2]
                 self.send_response(200)
                 self.send_header("Content-Type", "application/octet-stream")
-                self.send_header("Content-Length", str(len(sent) if server.mode == "short" else len(body)))
+                self.send_header("Content-Length", str(len(sent) if mode == "short" else len(body)))
                 self.end_headers()
                 self.wfile.write(sent)
                 self.wfile.flush()
-                if server.mode == "truncated":
+                if mode == "truncated":
                     self.connection.shutdown(socket.SHUT_RDWR)  # the connection drops mid-file
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -79,10 +83,18 @@ def server():
     s.close()
 
 
+@pytest.fixture(autouse=True)
+def waits(monkeypatch):
+    """The download's waits between attempts, recorded instead of slept."""
+    slept: list[float] = []
+    monkeypatch.setattr(release, "sleep", slept.append)
+    return slept
+
+
 @pytest.fixture
 def mlp_release(private_data_dir, tmp_path, monkeypatch):
     """A release of the MLP alone, written from a freshly trained cache, which is then emptied."""
-    models.ensure_model(NAME, progress=False, log=Log())
+    pipeline.ensure_model(NAME, progress=False, log=Log())
     out = tmp_path / "release"
     package_file = tmp_path / "release.json"
     made = write_release(out, names=[NAME], repository=REPOSITORY, package_file=package_file, log=Log())
@@ -121,7 +133,7 @@ def test_a_release_records_every_file_and_is_reproducible(mlp_release, tmp_path)
 
 
 def test_the_same_cache_gives_the_same_archive_bytes(private_data_dir, tmp_path):
-    models.ensure_model(NAME, progress=False, log=Log())
+    pipeline.ensure_model(NAME, progress=False, log=Log())
     first = write_release(tmp_path / "a", names=[NAME], repository=REPOSITORY, package_file=None)
     second = write_release(tmp_path / "b", names=[NAME], repository=REPOSITORY, package_file=None)
     assert first.sha256 == second.sha256  # the archive carries no timestamps or owners
@@ -133,6 +145,7 @@ def test_the_tag_follows_the_recipe(monkeypatch):
     spec = models.MODELS[NAME]
     changed = models.Recipe(**{**spec.recipe.to_dict(), "augment": (), "epochs": spec.recipe.epochs + 1})
     monkeypatch.setitem(models.MODELS, NAME, models.ModelSpec(**{**spec.__dict__, "recipe": changed}))
+    monkeypatch.setitem(cache.RECIPES, NAME, changed)  # where the torch-free side reads the recipe
     assert release.release_tag([NAME]) != before
 
 
@@ -149,7 +162,7 @@ def test_a_good_download_is_verified_installed_and_recorded(
     made, asset = mlp_release
     url = serve(server, asset, monkeypatch)
     log = Log()
-    trained = models.ensure_model(NAME, progress=False, log=log)
+    trained = pipeline.ensure_model(NAME, progress=False, log=log)
     assert trained.origin == models.Origin.DOWNLOAD and not trained.exported
     assert server.requests == [f"/rel/{release.ASSET}"]
     assert f"Downloading the trained models: {url}" in log.text() and "Training" not in log.text()
@@ -161,7 +174,7 @@ def test_a_good_download_is_verified_installed_and_recorded(
             assert files.sha256_file(path) == made.files[f"models/{NAME}/{path.name}"]["sha256"]
     assert models.cache_status(NAME) == "ok" and leftovers(private_data_dir) == []
     log.clear()
-    assert models.load_model(NAME, log=log).origin == models.Origin.CACHE and log == []
+    assert pipeline.load_model(NAME, log=log).origin == models.Origin.CACHE and log == []
 
 
 def test_a_corrupted_asset_is_refused_and_nothing_is_kept(mlp_release, server, monkeypatch, private_data_dir):
@@ -170,7 +183,7 @@ def test_a_corrupted_asset_is_refused_and_nothing_is_kept(mlp_release, server, m
     body[len(body) // 2] ^= 0x01  # one bit, same size
     url = serve(server, asset, monkeypatch, bytes(body))
     log = Log()
-    fetched = release.fetch([NAME], log=log, progress=False)
+    fetched = pipeline.fetch([NAME], log=log, progress=False)
     assert fetched.installed == {}
     refusal = next(m for m in log if m.startswith("Refused"))
     assert url in refusal and made.sha256 in refusal and hashlib.sha256(body).hexdigest() in refusal
@@ -186,7 +199,7 @@ def test_an_interrupted_download_leaves_nothing_behind(
     serve(server, asset, monkeypatch)
     server.mode = mode  # the connection drops halfway, or the server sends only half
     log = Log()
-    assert release.fetch([NAME], log=log, progress=False).installed == {}
+    assert pipeline.fetch([NAME], log=log, progress=False).installed == {}
     half = f"{made.bytes // 2:,}"
     assert re.search(rf"(stopped|failed) after {half}( of {made.bytes:,})? bytes", log.text()), log.text()
     assert "nothing was kept" in log.text()
@@ -199,7 +212,7 @@ def test_a_404_falls_back_to_training_after_a_measured_estimate(
     _, asset = mlp_release
     monkeypatch.setenv(release.URL_ENV, server.url)  # the server has no such file
     log = Log()
-    trained = models.load_model(NAME, progress=False, log=log)
+    trained = pipeline.load_model(NAME, progress=False, log=log)
     assert trained.origin == models.Origin.TRAINED and trained.meta["source"]["kind"] == "trained here"
     text = log.text()
     assert "answered HTTP 404" in text
@@ -214,7 +227,7 @@ def test_no_server_at_all_falls_back_to_training(mlp_release, monkeypatch, priva
         port = s.getsockname()[1]
     monkeypatch.setenv(release.URL_ENV, f"http://127.0.0.1:{port}/rel")
     log = Log()
-    trained = models.load_model(NAME, progress=False, log=log)
+    trained = pipeline.load_model(NAME, progress=False, log=log)
     assert trained.origin == models.Origin.TRAINED and trained.test_accuracy >= 0.95
     assert "could not be reached" in log.text() and "Connection refused" in log.text()
     assert leftovers(private_data_dir) == []
@@ -226,16 +239,17 @@ def test_a_release_for_another_recipe_is_not_downloaded(mlp_release, server, mon
     spec = models.MODELS[NAME]
     changed = models.Recipe(**{**spec.recipe.to_dict(), "epochs": spec.recipe.epochs + 1})
     monkeypatch.setitem(models.MODELS, NAME, models.ModelSpec(**{**spec.__dict__, "recipe": changed}))
-    fetched = release.fetch([NAME], log=Log(), progress=False)
+    monkeypatch.setitem(cache.RECIPES, NAME, changed)  # where the torch-free side reads the recipe
+    fetched = pipeline.fetch([NAME], log=Log(), progress=False)
     assert fetched.installed == {} and server.requests == []
     assert "other recipes or data" in fetched.reasons[0]
 
 
 def test_no_published_release_says_so(private_data_dir):
-    fetched = release.fetch([NAME], log=Log(), progress=False)
+    fetched = pipeline.fetch([NAME], log=Log(), progress=False)
     assert fetched.installed == {} and "no release is published" in fetched.reasons[0]
     with pytest.raises(FileNotFoundError, match="no release is published"):
-        models.load_model(NAME, train=False, log=Log())
+        pipeline.load_model(NAME, train=False, log=Log())
 
 
 # ---------------------------------------------------------------------------------- local archives
@@ -243,7 +257,7 @@ def test_a_local_archive_installs_without_any_network(mlp_release, monkeypatch, 
     _, asset = mlp_release
     monkeypatch.setenv(release.URL_ENV, "http://127.0.0.1:9/unreachable")
     log = Log()
-    trained = models.load_model(NAME, log=log, archive=asset)
+    trained = pipeline.load_model(NAME, log=log, archive=asset)
     assert trained.origin == models.Origin.ARCHIVE
     assert trained.meta["source"] == {**trained.meta["source"], "kind": "release archive", "path": str(asset)}
     assert "Downloading" not in log.text() and leftovers(private_data_dir) == []
@@ -261,7 +275,7 @@ def test_a_corrupted_local_archive_is_refused(mlp_release, monkeypatch, tmp_path
     bad.write_bytes(bytes(raw))
     monkeypatch.setenv(release.ARCHIVE_ENV, str(bad))
     log = Log()
-    fetched = release.fetch([NAME], log=log, progress=False)
+    fetched = pipeline.fetch([NAME], log=log, progress=False)
     assert fetched.installed == {}
     refusal = next(m for m in log if m.startswith("Refused"))
     assert f"models/{NAME}/{NAME}.onnx" in refusal and str(bad) in refusal and "expected" in refusal
@@ -283,11 +297,71 @@ def test_a_workshop_bundle_zip_is_an_archive_too(mlp_release, tmp_path, private_
         zf.writestr(f"{bundle.TOP}/{bundle.MANIFEST}", json.dumps({"files": files}))
         for name, b in members.items():
             zf.writestr(f"{bundle.TOP}/data/{name}", b)
-    trained = models.load_model(NAME, log=Log(), archive=zipped)
+    trained = pipeline.load_model(NAME, log=Log(), archive=zipped)
     assert trained.origin == models.Origin.BUNDLE and trained.meta["source"]["path"] == str(zipped)
 
 
 def test_a_missing_archive_names_what_was_expected(private_data_dir, tmp_path):
     log = Log()
-    fetched = release.fetch([NAME], log=log, progress=False, archive=tmp_path / "nowhere.tar")
+    fetched = pipeline.fetch([NAME], log=log, progress=False, archive=tmp_path / "nowhere.tar")
     assert "No release archive at" in fetched.reasons[0] and release.ASSET in fetched.reasons[0]
+
+
+# ---------------------------------------------------------------------------------- retries
+BODY = bytes(range(256)) * 4096  # 1 MiB
+
+
+def _download(server: Server, target: Path, **kw) -> Path:
+    server.files["blob"] = BODY
+    sha = hashlib.sha256(BODY).hexdigest()
+    return release.download(f"{server.url}/blob", target / "blob", sha, len(BODY), progress=False, **kw)
+
+
+def test_a_dropped_connection_is_retried_with_growing_waits(server, tmp_path, waits):
+    server.first = ["truncated", "truncated"]  # headers and half the body, then the connection drops
+    log = Log()
+    path = _download(server, tmp_path / "dl", log=log)
+    assert path.read_bytes() == BODY and sorted(p.name for p in path.parent.iterdir()) == ["blob"]
+    assert len(server.requests) == 3 and waits == [1.0, 2.0]
+    assert "attempt 1: stopped after 524,288 of 1,048,576 bytes" in log[0] and "trying again in 1 s" in log[0]
+
+
+def test_an_overloaded_server_is_retried(server, tmp_path, waits):
+    server.first = [503, 429]
+    assert _download(server, tmp_path / "dl").read_bytes() == BODY
+    assert len(server.requests) == 3 and waits == [1.0, 2.0]
+
+
+def test_too_many_drops_give_up_naming_every_attempt_and_keep_nothing(server, tmp_path, waits):
+    server.mode = "truncated"
+    with pytest.raises(release.ReleaseError) as err:
+        _download(server, tmp_path / "dl", attempts=3)
+    message = str(err.value)
+    assert "failed 3 times" in message and "nothing was kept" in message and release.ARCHIVE_ENV in message
+    assert [f"attempt {i}: stopped after 524,288" in message for i in (1, 2, 3)] == [True] * 3
+    assert len(server.requests) == 3 and waits == [1.0, 2.0]  # no wait after the last attempt
+    assert list((tmp_path / "dl").iterdir()) == []
+
+
+def test_the_waits_are_capped(server, tmp_path, waits):
+    server.mode = 500
+    with pytest.raises(release.ReleaseError, match="failed 5 times.*attempt 5: answered HTTP 500"):
+        _download(server, tmp_path / "dl", attempts=5)
+    assert waits == [1.0, 2.0, 4.0, release.BACKOFF_CAP_SECONDS]
+
+
+@pytest.mark.parametrize("answer", [404, 403])
+def test_a_missing_file_is_not_retried(server, tmp_path, waits, answer):
+    server.first = [answer]
+    with pytest.raises(release.ReleaseError, match=f"answered HTTP {answer}"):
+        _download(server, tmp_path / "dl")
+    assert len(server.requests) == 1 and waits == [] and list((tmp_path / "dl").iterdir()) == []
+
+
+def test_another_file_is_refused_at_once_not_retried(server, tmp_path, waits):
+    server.files["blob"] = BODY
+    with pytest.raises(release.ReleaseError, match="Refused the download"):
+        release.download(f"{server.url}/blob", tmp_path / "blob", "0" * 64, len(BODY), progress=False)
+    with pytest.raises(release.ReleaseError, match="larger than the 1,000 bytes"):
+        release.download(f"{server.url}/blob", tmp_path / "blob", "0" * 64, 1000, progress=False)
+    assert len(server.requests) == 2 and waits == [] and list(tmp_path.iterdir()) == []

@@ -28,7 +28,7 @@ or interrupted run never leaves a half-written bundle under the final name.
 
 from __future__ import annotations
 
-import hashlib
+import io
 import json
 import os
 import platform
@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import release
+from ..files import sha256_file
 from .paths import BUILD, ROOT
 
 TOP = release.BUNDLE_TOP  # the one folder at the top of the archive
@@ -177,7 +178,7 @@ def _model_entries() -> tuple[list[Entry], dict]:
         status = models.cache_status(name)
         if status != "ok":
             raise _not_prepared(name, status)
-        meta = models.load_model(name, train=False).meta
+        meta = models.load_cached(name).meta
         onnx_file, onnx_meta = models.onnx_path(name), meta.get("onnx", {})
         if not onnx_file.is_file():
             raise _not_prepared(name, f"{onnx_file.name} is missing")
@@ -347,26 +348,20 @@ def _zip_info(arcname: str, source: Path | None) -> zipfile.ZipInfo:
     return info
 
 
-def _chunks(entry: Entry):
-    if entry.content is not None:
-        yield entry.content
-        return
-    with open(entry.source, "rb") as f:
-        yield from iter(lambda: f.read(1 << 20), b"")
-
-
 def _write_entry(zf: zipfile.ZipFile, entry: Entry, bar) -> dict:
     """Stream one file into the archive, hashing what is written; check a recorded hash if there is one."""
     info = _zip_info(entry.arcname, entry.source)
     info.file_size = entry.size  # lets zipfile decide on ZIP64 for large files up front
-    h, size = hashlib.sha256(), 0
-    with zf.open(info, "w") as dst:
-        for chunk in _chunks(entry):
-            dst.write(chunk)
-            h.update(chunk)
-            size += len(chunk)
-            bar.update(len(chunk))
-    digest = h.hexdigest()
+    size = 0
+
+    def written(n: int) -> None:
+        nonlocal size
+        size += n
+        bar.update(n)
+
+    source = io.BytesIO(entry.content) if entry.content is not None else open(entry.source, "rb")  # noqa: SIM115
+    with source, zf.open(info, "w") as dst:
+        digest = sha256_file(source, copy_to=dst, on_chunk=written)
     if entry.expected_sha256 and digest != entry.expected_sha256:
         raise BundleError(
             f"{entry.source} changed while it was being bundled (SHA-256 {digest[:16]}…, its metadata "
@@ -499,11 +494,9 @@ def verify_bundle(archive: Path) -> dict:
             if name not in expected:
                 problems.append(f"{name}: not in the manifest")
                 continue
-            h = hashlib.sha256()
             with zf.open(info) as f:
-                for chunk in iter(lambda f=f: f.read(1 << 20), b""):
-                    h.update(chunk)
-            if h.hexdigest() != expected[name]["sha256"] or info.file_size != expected[name]["bytes"]:
+                digest = sha256_file(f)
+            if digest != expected[name]["sha256"] or info.file_size != expected[name]["bytes"]:
                 problems.append(f"{name}: content does not match its SHA-256 in the manifest")
     problems += [
         f"{name}: in the manifest but missing from the archive" for name in expected if name not in seen

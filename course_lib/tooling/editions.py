@@ -219,10 +219,7 @@ def merge_run(timings: dict | None, record: dict) -> dict:
 def timings_table(record: dict) -> str:
     """The guide's table: each lesson's run time and peak memory, with the machine that measured them."""
     from ..measure import markdown_table
-
-    def duration(seconds: float) -> str:
-        minutes, seconds = divmod(round(seconds), 60)
-        return f"{f'{minutes} min ' if minutes else ''}{seconds} s"
+    from ..units import format_duration as duration
 
     rows = [
         {
