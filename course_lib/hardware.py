@@ -1,8 +1,21 @@
 """What this machine offers INT8 inference: CPU features and ONNX Runtime's providers.
 
-INT8 speed depends on instructions: AVX2 alone multiplies u8 x s8 through 16-bit
-intermediate sums (which can saturate); AVX-512 VNNI / AVX-VNNI, ARM's dot product and i8mm,
-and Intel AMX add dedicated INT8 dot-product instructions that ONNX Runtime's kernels use.
+INT8 speed depends on instructions. On x86, AVX2 alone multiplies u8 x s8 through 16-bit
+intermediate sums (which can saturate); AVX-512 VNNI and AVX-VNNI multiply groups of four u8 x s8
+pairs into int32 in one instruction, and Intel's AMX multiplies whole INT8 tiles. On ARM, the dot
+product extension's SDOT and UDOT multiply groups of four *same-sign* bytes (s8 x s8, u8 x u8) into
+int32; the mixed u8 x s8 form, USDOT, and the matrix forms SMMLA/UMMLA/USMMLA come with i8mm.
+
+Each operating system publishes these features in its own place, read here by a small reader
+(raw text in, nothing parsed) and a pure parser of that text, so that each platform's branch is
+tested with outputs recorded on real machines (tests/fixtures/platforms/):
+
+    Linux (x86 and ARM)  /proc/cpuinfo: "flags" (x86) or "Features" (ARM: asimddp, i8mm)
+    macOS                `sysctl hw machdep`: hw.optional.arm.FEAT_DotProd / FEAT_I8MM on Apple
+                         Silicon (py-cpuinfo reports no flags there), machdep.cpu.*features on Intel
+    Windows on ARM       the processor's registry key (its ID_AA64ISAR0/1_EL1 registers) and
+                         IsProcessorFeaturePresent
+    elsewhere (Windows x86 ...)  py-cpuinfo, which reads CPUID
 """
 
 from __future__ import annotations
@@ -10,42 +23,254 @@ from __future__ import annotations
 import functools
 import os
 import platform
+import subprocess
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, NamedTuple
 
-# Feature name as the course says it -> the CPU flag that reveals it (Linux /proc/cpuinfo and
-# py-cpuinfo use the same names).
+# Feature name as the course says it -> the flag that reveals it (Linux's /proc/cpuinfo names; the
+# other platforms' answers are translated to these) and what it does for INT8.
 INT8_FEATURES: dict[str, tuple[str, str]] = {
     "AVX2": ("avx2", "256-bit integer SIMD; INT8 via VPMADDUBSW with 16-bit intermediate sums"),
     "AVX-512": ("avx512f", "512-bit SIMD"),
     "AVX-512 VNNI": ("avx512_vnni", "one-instruction u8 x s8 dot products into int32 (512-bit)"),
     "AVX-VNNI": ("avx_vnni", "the VNNI dot product on 256-bit registers"),
     "AMX (INT8)": ("amx_int8", "tile matrix multiply units for INT8"),
-    "ARM dot product": ("asimddp", "SDOT/UDOT: 4-way INT8 dot products into int32"),
-    "ARM i8mm": ("i8mm", "INT8 matrix multiply-accumulate (SMMLA/UMMLA)"),
+    "ARM dot product": ("asimddp", "SDOT/UDOT: 4-way s8 x s8 or u8 x u8 dot products into int32"),
+    "ARM i8mm": ("i8mm", "USDOT (mixed u8 x s8 dot product) and SMMLA/UMMLA/USMMLA matrix multiply"),
 }
+
+
+class Int8DotProduct(NamedTuple):
+    """An INT8 dot-product instruction set of a CPU: its INT8_FEATURES name, its instructions,
+    the operand signs they multiply, and what they do."""
+
+    feature: str
+    instructions: str
+    signs: str
+    description: str
+
+
+# Strongest first: what `int8_dot_product` reports when a CPU has several.
+DOT_PRODUCTS: tuple[Int8DotProduct, ...] = (
+    Int8DotProduct(
+        "AMX (INT8)", "TDPBUSD, TDPBSSD, ...", "u8 x s8, s8 x s8, u8 x u8, s8 x u8", "Intel AMX tiles"
+    ),
+    Int8DotProduct("AVX-512 VNNI", "VPDPBUSD", "u8 x s8", "4-way dot products into int32, 512-bit"),
+    Int8DotProduct("AVX-VNNI", "VPDPBUSD (VEX)", "u8 x s8", "4-way dot products into int32, 256-bit"),
+    Int8DotProduct(
+        "ARM i8mm",
+        "USDOT, SMMLA, UMMLA, USMMLA",
+        "u8 x s8, s8 x s8, u8 x u8",
+        "mixed-sign dot product, 8-way matrix",
+    ),
+    Int8DotProduct("ARM dot product", "SDOT, UDOT", "s8 x s8, u8 x u8", "4-way dot products into int32"),
+)
+
+VNNI_FEATURES = ("AVX-512 VNNI", "AVX-VNNI", "AMX (INT8)")
+
+# Other tools' spellings of the x86 flags above (macOS sysctl, py-cpuinfo's CPUID names).
+_FLAG_ALIASES = {
+    "avx512vnni": "avx512_vnni",
+    "avxvnni": "avx_vnni",
+    "amxint8": "amx_int8",
+    "amx-int8": "amx_int8",
+}
+
+# Apple Silicon's sysctl keys -> the Linux flag names.
+_DARWIN_ARM_KEYS = {
+    "hw.optional.arm.FEAT_DotProd": "asimddp",
+    "hw.optional.arm.FEAT_I8MM": "i8mm",
+    "hw.optional.arm.FEAT_BF16": "bf16",
+}
+
+# /proc/cpuinfo on ARM names no model: "CPU implementer" and "CPU part" say which core it is.
+_ARM_IMPLEMENTERS = {
+    0x41: "Arm",
+    0x42: "Broadcom",
+    0x46: "Fujitsu",
+    0x48: "HiSilicon",
+    0x4E: "NVIDIA",
+    0x51: "Qualcomm",
+    0x61: "Apple",
+    0xC0: "Ampere",
+}
+_ARM_PARTS = {
+    (0x41, 0xD03): "Cortex-A53",
+    (0x41, 0xD05): "Cortex-A55",
+    (0x41, 0xD08): "Cortex-A72",
+    (0x41, 0xD0B): "Cortex-A76",
+    (0x41, 0xD0C): "Neoverse N1",
+    (0x41, 0xD40): "Neoverse V1",
+    (0x41, 0xD49): "Neoverse N2",
+    (0x41, 0xD4F): "Neoverse V2",
+    (0x61, 0x022): "M1 (Icestorm)",
+    (0x61, 0x023): "M1 (Firestorm)",
+    (0xC0, 0xAC3): "Ampere-1",
+    (0xC0, 0xAC4): "Ampere-1a",
+}
+
+# Windows on ARM: IsProcessorFeaturePresent's numbers (winnt.h) -> the Linux flag names.
+WINDOWS_ARM_FEATURES = {
+    43: "asimddp",  # PF_ARM_V82_DP_INSTRUCTIONS_AVAILABLE
+    66: "i8mm",  # PF_ARM_V82_I8MM_INSTRUCTIONS_AVAILABLE
+    68: "bf16",  # PF_ARM_V86_BF16_INSTRUCTIONS_AVAILABLE
+}
+
+
+def _norm(flags) -> set[str]:
+    return {_FLAG_ALIASES.get(f.lower(), f.lower()) for f in flags}
+
+
+# --------------------------------------------------------------------------------------------
+# Parsers: one platform's raw answer in, (CPU name, flags in Linux's names) out. Pure functions.
+# --------------------------------------------------------------------------------------------
+def parse_proc_cpuinfo(text: str) -> tuple[str, frozenset[str]]:
+    """The CPU of Linux's /proc/cpuinfo: its first processor's model name and flags ("flags" on
+    x86, "Features" on ARM). ARM kernels often give no model name; then the core is named from
+    "CPU implementer" and "CPU part", e.g. 'Arm Neoverse N1'."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        key, sep, value = line.partition(":")
+        key = key.strip().lower()
+        if not sep:
+            continue
+        if key == "processor" and "processor" in fields and ("flags" in fields or "features" in fields):
+            break  # the first processor is enough
+        fields.setdefault(key, value.strip())
+    flags = _norm((fields.get("flags") or fields.get("features") or "").split())
+    name = fields.get("model name") or _arm_core_name(fields.get("cpu implementer"), fields.get("cpu part"))
+    return name, frozenset(flags)
+
+
+def _arm_core_name(implementer: str | None, part: str | None) -> str:
+    try:
+        imp, prt = int(implementer or "", 16), int(part or "", 16)
+    except ValueError:
+        return ""
+    vendor = _ARM_IMPLEMENTERS.get(imp, f"ARM implementer {imp:#x}")
+    return f"{vendor} {_ARM_PARTS.get((imp, prt), f'part {prt:#x}')}"
+
+
+def parse_sysctl(text: str) -> tuple[str, frozenset[str]]:
+    """The CPU of macOS's `sysctl hw machdep` output: machdep.cpu.brand_string, and the features
+    Apple Silicon publishes as hw.optional.arm.FEAT_* = 1 (Intel Macs: machdep.cpu.features and
+    leaf7_features, e.g. AVX2, AVX512VNNI)."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and not line.startswith("#"):
+            values[key.strip()] = value.strip()
+    flags = {flag for key, flag in _DARWIN_ARM_KEYS.items() if values.get(key) == "1"}
+    for key in ("machdep.cpu.features", "machdep.cpu.leaf7_features", "machdep.cpu.extfeatures"):
+        flags |= _norm(f.replace(".", "_") for f in values.get(key, "").split())
+    if "avx1_0" in flags:
+        flags.add("avx")
+    return values.get("machdep.cpu.brand_string", ""), frozenset(flags)
+
+
+def parse_windows_arm(values: Mapping[str, Any]) -> tuple[str, frozenset[str]]:
+    """The CPU of Windows on ARM, from its processor registry key
+    (HKLM\\HARDWARE\\DESCRIPTION\\System\\CentralProcessor\\0) and IsProcessorFeaturePresent.
+
+    `values` maps registry value names to their values, and IsProcessorFeaturePresent's feature
+    numbers (43, 66, 68) to its answers. "CP 4030" and "CP 4031" hold the ID_AA64ISAR0_EL1 and
+    ID_AA64ISAR1_EL1 registers: DotProd is ISAR0 bits 47:44, I8MM ISAR1 bits 55:52, BF16 ISAR1
+    bits 47:44 (Arm's register descriptions); either source showing a feature is enough.
+    """
+    flags = {flag for number, flag in WINDOWS_ARM_FEATURES.items() if values.get(number)}
+
+    def field(name: str, shift: int) -> int:
+        try:
+            return (int(str(values[name]).strip(), 0) >> shift) & 0xF
+        except (KeyError, ValueError):
+            return 0
+
+    flags |= {flag for on, flag in ((field("CP 4030", 44), "asimddp"), (field("CP 4031", 52), "i8mm")) if on}
+    if field("CP 4031", 44):
+        flags.add("bf16")
+    name = str(values.get("ProcessorNameString") or "").strip()
+    if not name:
+        name = ", ".join(str(values[k]).strip() for k in ("Identifier", "VendorIdentifier") if values.get(k))
+    return " ".join(name.split()), frozenset(flags)
+
+
+def parse_pycpuinfo(info: Mapping[str, Any]) -> tuple[str, frozenset[str]]:
+    """The CPU of py-cpuinfo's `get_cpu_info()` dict (Windows x86 and anything else): brand_raw and flags."""
+    return str(info.get("brand_raw") or ""), frozenset(_norm(info.get("flags") or ()))
+
+
+# --------------------------------------------------------------------------------------------
+# Readers: the raw answer of this machine, or an empty one. They never raise.
+# --------------------------------------------------------------------------------------------
+def _read_proc_cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _read_sysctl() -> str:
+    try:
+        return subprocess.run(["sysctl", "hw", "machdep"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _read_windows_arm() -> dict[Any, Any]:
+    values: dict[Any, Any] = {}
+    try:
+        import winreg
+
+        key_path = r"HARDWARE\DESCRIPTION\System\CentralProcessor\0"
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, key_path) as key:
+            i = 0
+            while True:
+                try:
+                    name, value, _ = winreg.EnumValue(key, i)
+                except OSError:
+                    break
+                values[name] = value
+                i += 1
+    except (ImportError, OSError):
+        pass
+    try:
+        import ctypes
+
+        kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
+        for number in WINDOWS_ARM_FEATURES:
+            values[number] = bool(kernel32.IsProcessorFeaturePresent(number))
+    except (ImportError, AttributeError, OSError):
+        pass
+    return values
+
+
+def _read_pycpuinfo() -> dict[str, Any]:
+    try:
+        import cpuinfo  # py-cpuinfo
+
+        return dict(cpuinfo.get_cpu_info())
+    except Exception:  # it raises a bare Exception on CPUs it does not know
+        return {}
 
 
 @functools.lru_cache(maxsize=1)
 def _cpu_flags() -> tuple[str, frozenset[str]]:
-    """The CPU's model name and its feature flags, via py-cpuinfo or /proc/cpuinfo (read once)."""
-    try:
-        import cpuinfo  # py-cpuinfo
-
-        info = cpuinfo.get_cpu_info()
-        return info.get("brand_raw", platform.processor() or "unknown"), frozenset(info.get("flags", []))
-    except Exception:
-        pass
-    name, flags = platform.processor() or "unknown", set()
-    cpuinfo_path = Path("/proc/cpuinfo")
-    if cpuinfo_path.exists():
-        for line in cpuinfo_path.read_text().splitlines():
-            key, _, value = line.partition(":")
-            key = key.strip().lower()
-            if key == "model name":
-                name = value.strip()
-            elif key in ("flags", "features"):
-                flags |= set(value.split())
-    return name, frozenset(flags)
+    """This CPU's model name and feature flags, read where its operating system publishes them (once)."""
+    system, machine = platform.system(), platform.machine().lower()
+    name, flags = "", frozenset()
+    if system == "Linux":
+        name, flags = parse_proc_cpuinfo(_read_proc_cpuinfo())
+    elif system == "Darwin":
+        name, flags = parse_sysctl(_read_sysctl())
+    elif system == "Windows" and machine in ("arm64", "aarch64"):
+        name, flags = parse_windows_arm(_read_windows_arm())
+    if not flags:  # Windows x86, other systems, or a reader that found nothing
+        name2, flags = parse_pycpuinfo(_read_pycpuinfo())
+        name = name or name2
+    return name or platform.processor() or "unknown", flags
 
 
 def cpu_report() -> dict:
@@ -79,13 +304,21 @@ def cpu_summary() -> str:
     return f"{cpu_name()} ({isa})"
 
 
+def int8_dot_product(features: Mapping[str, bool] | None = None) -> Int8DotProduct | None:
+    """The strongest INT8 dot-product instruction set of this CPU (or of `features`, a
+    `cpu_report()["features"]` dict), or None: x86 AMX, AVX-512 VNNI, AVX-VNNI; ARM i8mm, dot product.
+
+    Which operand signs it multiplies matters: VNNI multiplies u8 x s8 only, ARM's SDOT/UDOT
+    same-sign bytes only (u8 x s8 needs i8mm's USDOT). ONNX Runtime's kernels are written around
+    that (lesson 05).
+    """
+    f = cpu_report()["features"] if features is None else features
+    return next((dot for dot in DOT_PRODUCTS if f.get(dot.feature)), None)
+
+
 def has_vnni() -> bool:
-    """True if the CPU has an INT8 dot-product instruction (VNNI, AVX-VNNI, ARM dot product)."""
-    f = cpu_report()["features"]
-    return f["AVX-512 VNNI"] or f["AVX-VNNI"] or f["ARM dot product"]
-
-
-VNNI_FEATURES = ("AVX-512 VNNI", "AVX-VNNI", "AMX (INT8)")
+    """True if the CPU has an INT8 dot-product instruction (VNNI, AVX-VNNI, AMX, ARM dot product or i8mm)."""
+    return int8_dot_product() is not None
 
 
 def saturating_u8s8(machine: str, features) -> bool:
@@ -101,7 +334,9 @@ def u8s8_can_saturate() -> bool:
 
     ONNX Runtime's advice for these CPUs (its quantization docs, "When and why do I need to try
     U8U8?"): quantize with `reduce_range=True` (7-bit weights) or use U8U8 if accuracy drops.
-    With VNNI (or on ARM) the products are added into 32 bits and nothing saturates.
+    With VNNI the products are added into 32 bits. VPMADDUBSW is x86's: on ARM with the dot
+    product, MLAS runs U8S8 on its UDOT kernel after shifting the int8 weights by 128 into uint8
+    (and the zero point with them), adding into 32 bits.
     """
     cpu = cpu_report()
     return saturating_u8s8(cpu["machine"], [name for name, present in cpu["features"].items() if present])

@@ -12,10 +12,12 @@ process can run them.
     pre_process_steps   quant_pre_process once per set of flags, in one process: what each step adds
     pre_process_tries   the same, but each failure is kept as its message instead of raised
     contrib_op_model    a small model with an op symbolic shape inference does not know
+    quiet_quantizer_hints  drop the quantizer's advice lines ("run pre-processing ...") from the log
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -114,3 +116,36 @@ def contrib_op_model(path: str | Path, seed: int = 0) -> Path:
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
     return Path(path)
+
+
+class _QuietHints(logging.Filter):
+    """Drops the log records whose message contains one of `phrases`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.phrases: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(phrase in message for phrase in self.phrases)
+
+
+def quiet_quantizer_hints(*phrases: str) -> tuple[str, ...]:
+    """Drop the root logger's lines that contain any of `phrases` (default: "pre-process", the
+    quantizer's "Please consider to run pre-processing before quantization"); return every phrase
+    now dropped.
+
+    ONNX Runtime's quantizer logs its advice through the root logger, once per model. A lesson that
+    quantizes un-pre-processed graphs on purpose silences that one advice and nothing else:
+    warnings and errors with other words still show. Calling it again adds phrases to the same
+    filter, never a second filter.
+    """
+    if not all(isinstance(p, str) and p for p in phrases):
+        raise ValueError(f"quiet_quantizer_hints expects non-empty strings; got {phrases!r}.")
+    root = logging.getLogger()
+    quiet = next((f for f in root.filters if type(f).__name__ == _QuietHints.__name__), None)
+    if quiet is None:
+        quiet = _QuietHints()
+        root.addFilter(quiet)
+    quiet.phrases.update(phrases or ("pre-process",))
+    return tuple(sorted(quiet.phrases))

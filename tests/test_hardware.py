@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from course_lib import hardware
@@ -38,3 +43,168 @@ def test_cpu_summary_names_the_int8_features(monkeypatch):
     assert hardware.cpu_summary() == "Intel Xeon (AVX-512, VNNI, AMX)"
     fake_cpu(monkeypatch, "aarch64", "asimddp", name="Neoverse")
     assert hardware.cpu_summary() == "Neoverse (ARM dot product)"
+
+
+# --------------------------------------------------------------------------------------------
+# Each platform's branch, fed the outputs recorded on real machines (tests/fixtures/platforms/,
+# each file names its source in its header).
+# --------------------------------------------------------------------------------------------
+FIXTURES = Path(__file__).parent / "fixtures" / "platforms"
+
+
+def recorded(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def registry(name: str) -> dict:
+    """A PowerShell listing of a registry key ('Name : value' lines) as winreg's name -> value."""
+    lines = [line for line in recorded(name).splitlines() if line and not line.startswith("#")]
+    return {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in lines)}
+
+
+def features_of(flags) -> dict[str, bool]:
+    return {feature: flag in flags for feature, (flag, _) in hardware.INT8_FEATURES.items()}
+
+
+PARSED = {
+    ".sysctl": lambda name: hardware.parse_sysctl(recorded(name)),
+    ".cpuinfo": lambda name: hardware.parse_proc_cpuinfo(recorded(name)),
+    ".registry": lambda name: hardware.parse_windows_arm(registry(name)),
+    ".pycpuinfo": lambda name: hardware.parse_pycpuinfo(ast.literal_eval(recorded(name).splitlines()[-1])),
+}
+
+
+@pytest.mark.parametrize(
+    "fixture, cpu, dotprod, i8mm, strongest",
+    [
+        ("darwin-arm64-m1-pro.sysctl", "Apple M1 Pro", True, False, "ARM dot product"),
+        ("darwin-arm64-m2.sysctl", "Apple M2", True, True, "ARM i8mm"),
+        ("darwin-arm64-m3-max.sysctl", "Apple M3 Max", True, True, "ARM i8mm"),
+        ("linux-arm64-asahi-m1.cpuinfo", "Apple M1 (Icestorm)", True, False, "ARM dot product"),
+        ("linux-arm64-graviton1-cortex-a72.cpuinfo", "Arm Cortex-A72", False, False, None),
+        ("linux-arm64-graviton2-neoverse-n1.cpuinfo", "Arm Neoverse N1", True, False, "ARM dot product"),
+        ("linux-arm64-graviton3-neoverse-v1.cpuinfo", "Arm Neoverse V1", True, True, "ARM i8mm"),
+        (
+            "windows-arm64-snapdragon-8cx-gen3.registry",
+            "ARMv8 (64-bit) Family 8 Model D4B Revision 0, Qualcomm Technologies Inc",
+            True,
+            False,
+            "ARM dot product",
+        ),
+    ],
+)
+def test_arm_int8_features_are_read_where_each_platform_publishes_them(
+    fixture, cpu, dotprod, i8mm, strongest
+):
+    name, flags = PARSED[Path(fixture).suffix](fixture)
+    f = features_of(flags)
+    assert name == cpu
+    assert (f["ARM dot product"], f["ARM i8mm"]) == (dotprod, i8mm)
+    assert not any(f[k] for k in ("AVX2", "AVX-512", "AVX-512 VNNI", "AVX-VNNI", "AMX (INT8)"))
+    dot = hardware.int8_dot_product(f)
+    assert (dot.feature if dot else None) == strongest
+    assert not hardware.saturating_u8s8("arm64", [k for k, on in f.items() if on])
+
+
+@pytest.mark.parametrize(
+    "fixture, cpu, present, strongest",
+    [
+        ("linux-x86_64-zen3.cpuinfo", "AMD Ryzen 9 5950X 16-Core Processor", {"AVX2"}, None),
+        (
+            "linux-x86_64-zen4.cpuinfo",
+            "AMD EPYC 9654 96-Core Processor",
+            {"AVX2", "AVX-512", "AVX-512 VNNI"},
+            "AVX-512 VNNI",
+        ),
+        (
+            "linux-x86_64-sapphirerapids.cpuinfo",
+            "Intel(R) Xeon(R) Platinum 8480+",
+            {"AVX2", "AVX-512", "AVX-512 VNNI", "AVX-VNNI", "AMX (INT8)"},
+            "AMX (INT8)",
+        ),
+        ("linux-x86_64-arrowlake.cpuinfo", "Intel(R) Core(TM) Ultra 9 285", {"AVX2", "AVX-VNNI"}, "AVX-VNNI"),
+        ("darwin-x86_64-skylake.sysctl", "Intel(R) Core(TM) i7-6700K CPU @ 4.00GHz", {"AVX2"}, None),
+        ("windows-x86_64-ivybridge.pycpuinfo", "Intel(R) Core(TM) i7-3770K CPU @ 3.50GHz", set(), None),
+    ],
+)
+def test_x86_int8_features_are_read_on_linux_macos_and_windows(fixture, cpu, present, strongest):
+    name, flags = PARSED[Path(fixture).suffix](fixture)
+    f = features_of(flags)
+    assert name == cpu
+    assert {k for k, on in f.items() if on} == present
+    dot = hardware.int8_dot_product(f)
+    assert (dot.feature if dot else None) == strongest
+    assert hardware.saturating_u8s8("x86_64", present) is (strongest is None)
+
+
+def test_the_dot_products_say_which_signs_they_multiply():
+    arm = hardware.int8_dot_product(features_of({"asimddp"}))
+    assert "u8 x s8" not in arm.signs and {"s8 x s8", "u8 x u8"} <= set(arm.signs.split(", "))
+    assert "USDOT" in hardware.int8_dot_product(features_of({"asimddp", "i8mm"})).instructions
+    assert hardware.int8_dot_product(features_of({"avx512_vnni"})).signs == "u8 x s8"
+    assert hardware.int8_dot_product(features_of({"avx2", "avx512f"})) is None
+
+
+def test_windows_arm_features_come_from_either_isprocessorfeaturepresent_or_the_id_registers():
+    assert hardware.parse_windows_arm({43: True, 66: True})[1] >= {"asimddp", "i8mm"}
+    assert hardware.parse_windows_arm({43: False, 66: False})[1] == frozenset()
+    # ID_AA64ISAR0_EL1 with DotProd (bits 47:44) = 1, ISAR1 with I8MM (bits 55:52) = 1
+    assert hardware.parse_windows_arm({"CP 4030": 1 << 44, "CP 4031": 1 << 52})[1] == {"asimddp", "i8mm"}
+
+
+@pytest.fixture
+def on_platform(monkeypatch):
+    """Pretend to be another operating system: its platform answers and its raw reader's answer."""
+
+    def pretend(system: str, machine: str, **readers):
+        monkeypatch.setattr(hardware.platform, "system", lambda: system)
+        monkeypatch.setattr(hardware.platform, "machine", lambda: machine)
+        monkeypatch.setattr(hardware.platform, "processor", lambda: "")
+        for reader in ("_read_proc_cpuinfo", "_read_sysctl", "_read_windows_arm", "_read_pycpuinfo"):
+            answer = readers.get(reader, {} if reader in ("_read_windows_arm", "_read_pycpuinfo") else "")
+            monkeypatch.setattr(hardware, reader, lambda answer=answer: answer)
+        hardware._cpu_flags.cache_clear()
+
+    yield pretend
+    hardware._cpu_flags.cache_clear()
+
+
+def test_cpu_report_on_an_apple_silicon_mac(on_platform):
+    on_platform("Darwin", "arm64", _read_sysctl=recorded("darwin-arm64-m2.sysctl"))
+    report = hardware.cpu_report()
+    assert report["cpu"] == "Apple M2" and report["machine"] == "arm64"
+    assert report["features"]["ARM dot product"] and report["features"]["ARM i8mm"]
+    assert hardware.has_vnni() and not hardware.u8s8_can_saturate()
+    assert hardware.cpu_summary() == "Apple M2 (ARM dot product, ARM i8mm)"
+
+
+def test_cpu_report_on_windows(on_platform):
+    info = ast.literal_eval(recorded("windows-x86_64-ivybridge.pycpuinfo").splitlines()[-1])
+    on_platform("Windows", "AMD64", _read_pycpuinfo=info)
+    assert hardware.cpu_report()["cpu"] == "Intel(R) Core(TM) i7-3770K CPU @ 3.50GHz"
+    assert not hardware.has_vnni() and hardware.u8s8_can_saturate()
+
+    on_platform("Windows", "ARM64", _read_windows_arm=registry("windows-arm64-snapdragon-8cx-gen3.registry"))
+    assert hardware.cpu_report()["features"]["ARM dot product"] and hardware.has_vnni()
+
+    on_platform("Windows", "AMD64")  # every reader came back empty: still an answer, never an error
+    assert hardware.cpu_report()["cpu"] == "unknown" and not any(hardware.cpu_report()["features"].values())
+
+
+def test_the_windows_reader_answers_empty_where_there_is_no_registry():
+    assert hardware._read_windows_arm() == {}  # no winreg, no ctypes.windll on this machine
+
+
+def test_the_library_imports_and_reports_where_resource_and_fcntl_do_not_exist():
+    """As on Windows: importing resource or fcntl fails there (None in sys.modules makes it fail here;
+    psutil, whose Linux backend needs resource and whose Windows one does not, is imported first)."""
+    code = (
+        "import sys, psutil; sys.modules['resource'] = None; sys.modules['fcntl'] = None\n"
+        "import course_lib\n"
+        "from course_lib import hardware\n"
+        "from course_lib.measure import memory, results\n"
+        "print(hardware.cpu_summary()); print(results.environment_fingerprint()['hash'])\n"
+        "with results._locked(results.results_path()): pass\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -24,27 +24,40 @@ import numpy as np
 from .sessions import Feed, MakeInputs, feed_for, physical_cores
 
 # Runs in a fresh interpreter: only numpy and onnxruntime are imported, so the baseline is small
-# and nothing the notebook allocated earlier counts. Prints one JSON line.
+# and nothing the notebook allocated earlier counts. Prints one JSON line. Nothing here imports
+# resource (absent on Windows) unless the platform has it.
 _MEMORY_HELPERS = r"""
 import sys
 
+def peak_bytes(platform, vmhwm_kib=None, memory_info=None, ru_maxrss=None):
+    # The peak resident memory in bytes, from what this platform counts:
+    # Linux: VmHWM of /proc/self/status, in KiB. It belongs to this process image; ru_maxrss does
+    #   not: after fork + exec it starts from the parent's peak, the notebook's.
+    # Windows: psutil's peak working set, in bytes (PeakWorkingSetSize: peak_wset, peak_rss from psutil 8).
+    # macOS and the BSDs: ru_maxrss of getrusage, in bytes on macOS, in KiB elsewhere.
+    if vmhwm_kib is not None:
+        return int(vmhwm_kib) * 1024
+    if memory_info is not None:
+        fields = getattr(memory_info, "_fields", ())
+        name = next((n for n in ("peak_rss", "peak_wset") if n in fields), "rss")
+        return int(getattr(memory_info, name))
+    if ru_maxrss is not None:
+        return int(ru_maxrss) if platform == "darwin" else int(ru_maxrss) * 1024
+    raise ValueError("peak_bytes needs one of vmhwm_kib, memory_info or ru_maxrss")
+
 def high_water_bytes():  # peak resident memory of this process so far, in bytes
-    try:  # Linux: VmHWM belongs to this process image. ru_maxrss does not: after fork + exec it
-        # starts from the parent's peak, i.e. the notebook's, which is what we must not count.
+    try:
         with open("/proc/self/status") as status:
             for line in status:
                 if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
+                    return peak_bytes(sys.platform, vmhwm_kib=line.split()[1])
     except OSError:
         pass
-    try:
-        import resource
-    except ImportError:  # Windows: the peak working set
+    if sys.platform == "win32":  # no getrusage on Windows
         import psutil
-        info = psutil.Process().memory_info()
-        return int(getattr(info, "peak_wset", info.rss))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)  # macOS: bytes; others: KiB
+        return peak_bytes(sys.platform, memory_info=psutil.Process().memory_info())
+    import resource
+    return peak_bytes(sys.platform, ru_maxrss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 def reset_high_water():  # Linux: restart the peak from the current size (imports' transients don't count)
     try:
@@ -126,7 +139,7 @@ def peak_memory(
     On Linux that mark is VmHWM from /proc/self/status, first reset to the current size (via
     /proc/self/clear_refs) so that transient allocations of the imports do not count; not
     `ru_maxrss`, which a child inherits from the parent's peak across fork + exec. Elsewhere:
-    `ru_maxrss` (macOS) or the peak working set (Windows).
+    `ru_maxrss` (macOS, in bytes) or the peak working set (Windows, through psutil).
     """
     path = Path(path)
     if not path.is_file():

@@ -147,9 +147,10 @@ np.random.seed(0)
 #
 # *Jargon:* an **execution provider** is the part of ONNX Runtime that runs the operators on one
 # kind of hardware; the course uses `CPUExecutionProvider` throughout. **VNNI** (Vector Neural
-# Network Instructions) is an x86 instruction that multiplies groups of four INT8 pairs and adds
-# them into a 32-bit sum in one step; AVX-512 VNNI and AVX-VNNI are its two forms, and ARM's
-# dot-product extension does the same on ARM. Intel's **AMX** tiles go further, multiplying whole
+# Network Instructions) is an x86 instruction that multiplies groups of four uint8 × int8 pairs and
+# adds them into a 32-bit sum in one step; AVX-512 VNNI and AVX-VNNI are its two forms. ARM's
+# dot-product extension does the same for bytes of one sign (int8 × int8 or uint8 × uint8), and its
+# i8mm extension adds the mixed form. Intel's **AMX** tiles go further, multiplying whole
 # INT8 matrices. Without any of them (an AVX2-only CPU), ONNX Runtime's INT8 kernels need more
 # instructions for the same multiply-adds, through 16-bit intermediate sums that can saturate.
 

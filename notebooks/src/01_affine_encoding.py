@@ -343,9 +343,9 @@ for weights, w_max in (
 # puts its zero point in the middle of the codes.
 #
 # `reduce_range` maps the range onto uint8 0..127 and int8 −64..64, exactly as ONNX Runtime defines
-# them (note the int8 upper end, 64, not 63). It exists for CPUs without an INT8 dot-product
-# instruction, whose AVX2 instruction adds two uint8 × int8 products into a saturating int16. The
-# worst pair sum with 7-bit weights is `2·255·64 = 32,640`, inside int16's `32,767`; with full
+# them (note the int8 upper end, 64, not 63). It exists for x86 CPUs without VNNI (an INT8
+# dot-product instruction), whose AVX2 instruction adds two uint8 × int8 products into a saturating
+# int16. The worst pair sum with 7-bit weights is `2·255·64 = 32,640`, inside int16's `32,767`; with full
 # 8-bit weights it is about twice past it, whether symmetric (`2·255·127`, as ONNX Runtime's
 # quantizer makes weights, the bound lesson 05 uses) or at the code −128 (`2·255·128`). Lesson 05
 # simulates that instruction to count how often it happens, and on a CPU without VNNI times the

@@ -55,7 +55,7 @@
 #   several times *slower* than fp32. A profile shows why: the integer convolution kernel itself,
 #   not the per-run range measurement.
 # - Of the options, per-channel weights are the cheap precision fix; keeping layers in float buys
-#   precision with speed; `reduce_range` is for CPUs without an INT8 dot product. Two traps: a
+#   precision with speed; `reduce_range` is for x86 CPUs without VNNI. Two traps: a
 #   `nodes_to_exclude` name the quantizer does not find (a typo, or a `Gemm`'s own name) is ignored
 #   without a word, and a weight shared by a float and a quantized layer can leave two copies in
 #   the file.
@@ -107,7 +107,6 @@ if "google.colab" in sys.modules:
 
 # %%
 import gc
-import logging
 import warnings
 from pathlib import Path
 
@@ -128,7 +127,7 @@ from course_lib import text_encoder as te
 # ONNX Runtime's quantizer logs "Please consider to run pre-processing before quantization" for
 # every model without pre-processing metadata. Lesson 03 shows what pre-processing does; this
 # lesson quantizes the exported graphs as they are. We drop only that line:
-logging.getLogger().addFilter(lambda record: "pre-process" not in record.getMessage())
+cl.quiet_quantizer_hints("pre-process")
 work = cl.lesson_folder("02")  # this run's files: <data dir>/lessons/02/, emptied each run
 THREADS = 2  # fixed, so that every latency below is comparable
 OPSET = [helper.make_opsetid("", 17)]  # for the small models built by hand below

@@ -91,7 +91,6 @@ if "google.colab" in sys.modules:
 
 
 # %%
-import logging
 import platform
 
 import numpy as np
@@ -111,8 +110,7 @@ from course_lib import calibration, kernels, measure, pre_process, scoring
 # ONNX Runtime's quantizer logs "Please consider to run pre-processing before quantization" for
 # every model without pre-processing metadata, and one line per BatchNorm it meets (exercise 1
 # quantizes a graph that still has them). This lesson quantizes such graphs on purpose:
-QUIET = ("pre-process", "out-of-range for weight", "to be an initializer")
-logging.getLogger().addFilter(lambda record: not any(q in record.getMessage() for q in QUIET))
+cl.quiet_quantizer_hints("pre-process", "out-of-range for weight", "to be an initializer")
 work = cl.lesson_folder("03")  # this run's files: <data dir>/lessons/03/, emptied each run
 THREADS = 2  # fixed, so that every latency below is comparable
 X86 = platform.machine().lower() in ("x86_64", "amd64")

@@ -75,7 +75,6 @@ if "google.colab" in sys.modules:
 
 
 # %%
-import logging
 import time
 
 import numpy as np
@@ -87,7 +86,9 @@ import course_lib as cl
 from course_lib import calibration, kernels, measure, pre_process, scoring
 from course_lib.explorers import calibration_explorer
 
-logging.getLogger().addFilter(lambda record: "pre-process" not in record.getMessage())
+# ONNX Runtime's quantizer logs "Please consider to run pre-processing before quantization" for
+# every model without pre-processing metadata. We drop only that line:
+cl.quiet_quantizer_hints("pre-process")
 work = cl.lesson_folder("03b")  # this run's files: <data dir>/lessons/03b/, emptied each run
 THREADS = 2
 

@@ -70,7 +70,6 @@ if "google.colab" in sys.modules:
 
 
 # %%
-import logging
 import warnings
 from pathlib import Path
 
@@ -92,7 +91,7 @@ from course_lib.explorers import disagreement_browser
 # ONNX Runtime's quantizer logs "Please consider to run pre-processing before quantization" for
 # every model without pre-processing metadata. The ResNet18 variants here are pre-processed, the
 # two-moons MLP is not. We drop only that line:
-logging.getLogger().addFilter(lambda record: "pre-process" not in record.getMessage())
+cl.quiet_quantizer_hints("pre-process")
 work = cl.lesson_folder("04")  # this run's files: <data dir>/lessons/04/, emptied each run
 THREADS = 2
 

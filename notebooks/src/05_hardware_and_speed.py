@@ -77,7 +77,6 @@ if "google.colab" in sys.modules:
 
 
 # %%
-import logging
 import time
 
 import numpy as np
@@ -93,7 +92,7 @@ from course_lib import text_encoder as te
 # ONNX Runtime's quantizer logs "Please consider to run pre-processing before quantization" for
 # every model without pre-processing metadata. The text encoder and the MLP are quantized as
 # exported, as in lesson 02. We drop only that line:
-logging.getLogger().addFilter(lambda record: "pre-process" not in record.getMessage())
+cl.quiet_quantizer_hints("pre-process")
 work = cl.lesson_folder("05")  # this run's files: <data dir>/lessons/05/, emptied each run
 
 
@@ -110,15 +109,25 @@ def ratio(c: measure.LatencyComparison) -> str:
 # names the operand types of an integer matrix product: uint8 activations times int8 weights
 # (**S8S8**: both int8; **U8U8**: both uint8). **VNNI** (Vector Neural Network Instructions:
 # AVX-512 VNNI, or AVX-VNNI on 256-bit registers) is an x86 instruction that multiplies groups of
-# four u8·s8 pairs and adds them into 32-bit sums in one step; ARM's **dot product** instructions
-# (SDOT, UDOT) do the same. x86 CPUs without VNNI use AVX2's **VPMADDUBSW** instead: it multiplies
-# u8·s8 pairs and adds each two neighbours into a *16-bit* sum, which can saturate (section 5).
-# AMX (Intel's tile units) comes on top of VNNI.
+# four u8·s8 pairs and adds them into 32-bit sums in one step. ARM's **dot product** instructions
+# do the same for bytes of one sign: SDOT multiplies s8·s8, UDOT u8·u8; the mixed u8·s8 form,
+# USDOT, comes with the later **i8mm** extension (optional from Armv8.2, required from Armv8.6;
+# Apple M2 and later, Graviton3 and later, not M1 or Graviton2). x86 CPUs without VNNI use AVX2's
+# **VPMADDUBSW** instead: it multiplies u8·s8 pairs and adds each two neighbours into a *16-bit*
+# sum, which can saturate (section 5). AMX (Intel's tile units) comes on top of VNNI.
 #
-# `cl.cpu_report()` reads the CPU's feature flags with py-cpuinfo (falling back to the operating
-# system's `/proc/cpuinfo`). With VNNI, AMX or ARM's dot product, INT8 matrix products go straight
-# into 32-bit sums and nothing saturates; on x86 without them (AVX2 alone, or AVX-512 without
-# VNNI), they go through 16-bit pair sums, and INT8's arithmetic gains less over float.
+# *On ARM* (from ONNX Runtime's source, MLAS's `platform.cpp` and its `qgemm_kernel_*` files): with
+# the dot product, MLAS runs U8U8 and U8S8 on one UDOT kernel, having shifted the int8 weights by
+# 128 into uint8 (and their zero point with them), and S8S8 on an SDOT kernel, each adding into
+# 32-bit sums; with i8mm on Linux it uses the UMMLA and SMMLA matrix instructions the same way. Its
+# INT8 matrix-product kernels need no mixed-sign instruction (USDOT).
+#
+# `cl.cpu_report()` reads the CPU's feature flags where the operating system publishes them:
+# `/proc/cpuinfo` on Linux, `sysctl hw.optional.arm` on Apple Silicon Macs, the processor's
+# registry key on Windows on ARM, and py-cpuinfo (the CPUID instruction) on Windows x86. With VNNI,
+# AMX or ARM's dot product, INT8 matrix products go straight into 32-bit sums and nothing
+# saturates; on x86 without them (AVX2 alone, or AVX-512 without VNNI), they go through 16-bit pair
+# sums, and INT8's arithmetic gains less over float.
 
 # %%
 cpu = cl.cpu_report()
@@ -397,7 +406,10 @@ cl.claim(
 #
 # On x86, ONNX Runtime gives the U8S8 files full coverage, and the dynamic file too (as
 # `ConvInteger`, U8U8), while it runs about half of the S8S8 files' convolutions in float,
-# reading dequantized INT8, on AVX2-only and VNNI CPUs alike:
+# reading dequantized INT8, on AVX2-only and VNNI CPUs alike. On ARM its graph optimizer fuses
+# int8-activation (S8S8) groups into integer ops as well (`QDQIsInt8Allowed()` holds only on ARM),
+# and with the dot product MLAS has a kernel for each (above): the x86 advice to prefer U8S8 does
+# not carry over there; measure both.
 #
 # <!-- reference: the S8S8 per-channel file ran {s8s8_integer_ops} of its {compute_ops} compute ops
 # on integer kernels -->
@@ -846,8 +858,9 @@ cl.claim(
 #
 # - `reduce_range=True` when quantizing: 7-bit weights. On x86 without VNNI it makes every pair
 #   sum fit; elsewhere it gives away one bit of weight precision for nothing.
-# - U8U8 (`weight_type=QuantType.QUInt8`): ONNX Runtime's u8 × u8 kernels widen to 16 bits before
-#   multiplying, so nothing saturates, on any CPU, at the price of a slower kernel.
+# - U8U8 (`weight_type=QuantType.QUInt8`): ONNX Runtime's x86 u8 × u8 kernels widen to 16 bits
+#   before multiplying, so nothing saturates, at the price of a slower kernel. (On ARM, U8U8 and
+#   U8S8 run on the same kernel, and neither saturates.)
 # - the session option `session.x64quantprecision = "1"`: at load time, it rewrites each int8
 #   weight tensor with values outside ±64 as uint8, so that its layer runs on the U8U8 kernels.
 #
@@ -1059,17 +1072,18 @@ cl.claim(
 # > | NVIDIA GPU (Turing and later) via TensorRT | 3–5x | Static, per-channel, QDQ format. |
 # > | Older CPUs without VNNI | Marginal | Quantize for size, not for latency. |
 #
-# Each CPU matches one row: x86 with VNNI or AMX the first, ARM with the dot product the second,
-# x86 without VNNI the last. The best ratio a run can claim is the comparison whose 90% interval
-# has the highest lower end, not the largest median (on a few shared cores one noisy comparison
-# can double a ratio), among the comparisons that match a deployment: the ResNet18 variants at
-# batch 64 and the text encoder (section 3's batch-1 ratios, taken with spinning off, overstate
-# what a server sees). On both reference CPUs INT8 beat fp32 clearly somewhere: on the VNNI one
-# the best ratio came to about the bottom of its row's 2–4x, well short of its middle, and on the
-# AVX2-only one the ResNet18's static U8S8 files beat fp32 by more than "marginal" suggests. The quote names no model, batch
-# size or thread count; our models are small, and ONNX Runtime's fp32 kernels use the CPU's
-# widest vectors too (AVX2, AVX-512 or NEON), so INT8 races a fast float path. Only a
-# measurement on the hardware you deploy to says what INT8 gives there.
+# Each CPU matches one row: x86 with VNNI or AMX the first, ARM with the dot product the second, any
+# other CPU (x86 without VNNI, ARM without the dot product) the last. The best ratio a run can claim
+# is the comparison whose 90% interval has the highest lower end, not the largest median (on a few
+# shared cores one noisy comparison can double a ratio), among the comparisons that match a
+# deployment: the ResNet18 variants at batch 64 and the text encoder (section 3's batch-1 ratios,
+# taken with spinning off, overstate what a server sees). On both reference CPUs INT8 beat fp32
+# clearly somewhere: on the VNNI one the best ratio came to about the bottom of its row's 2–4x, well
+# short of its middle, and on the AVX2-only one the ResNet18's static U8S8 files beat fp32 by more
+# than "marginal" suggests. The quote names no model, batch size or thread count; our models are
+# small, and ONNX Runtime's fp32 kernels use the CPU's widest vectors too (AVX2, AVX-512 or NEON),
+# so INT8 races a fast float path. Only a measurement on the hardware you deploy to says what INT8
+# gives there.
 #
 # <!-- reference: the seed's row for this CPU: "{seed_row}" ({seed_claim}); best ratio
 # {best_ratio:.2f}x ({best_low:.2f}–{best_high:.2f}), {best_case} -->

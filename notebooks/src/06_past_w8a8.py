@@ -119,8 +119,7 @@ from course_lib import text_encoder as te
 # prints the opset instead), and a warning per LayerNorm quantized per channel (section 3: its weight
 # is one-dimensional, so it gets one scale). We drop only those lines:
 logging.getLogger().setLevel(logging.WARNING)
-for noise in ("pre-process", "16-bit integer quantization natively", "is out-of-range for weight"):
-    logging.getLogger().addFilter(lambda record, noise=noise: noise not in record.getMessage())
+cl.quiet_quantizer_hints("pre-process", "16-bit integer quantization natively", "is out-of-range for weight")
 work = cl.lesson_folder("06")  # this run's files: <data dir>/lessons/06/, emptied each run
 THREADS = 2  # fixed, so that every latency below is comparable
 VNNI = hardware.has_vnni()  # for the claims that concern CPUs with an INT8 dot product only
