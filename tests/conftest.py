@@ -46,3 +46,31 @@ def fashion_copy(private_data_dir):
         else:
             shutil.copy(src, target / stem)
     return target
+
+
+# --------------------------------------------------------------------------------------------
+# A skipped browser test must be impossible to miss: a banner at the very end of the run.
+# --------------------------------------------------------------------------------------------
+_skipped_browser: list[tuple[str, str]] = []
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and "browser" in report.keywords:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _skipped_browser.append((report.nodeid, reason.removeprefix("Skipped: ")))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter):
+    if not _skipped_browser:
+        return
+    reasons = sorted({reason for _, reason in _skipped_browser})
+    terminalreporter.section(f"{len(_skipped_browser)} BROWSER TESTS SKIPPED", sep="!", red=True, bold=True)
+    terminalreporter.write_line(
+        "The widgets and pages in a real browser were NOT tested in this run.", red=True, bold=True
+    )
+    for reason in reasons:
+        terminalreporter.write_line(f"  reason: {reason}", red=True)
+    terminalreporter.write_line(
+        "  `make test` installs Chromium where it can (root on Debian/Ubuntu).", red=True
+    )

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -29,7 +30,16 @@ def test_prepare_is_idempotent_and_says_what_it_did():
     assert "checksums verified" in out
     assert "moons_mlp: verified cache;" in out and "fashion_resnet18: verified cache;" in out
     assert "Training" not in out and "Downloading" not in out
-    assert "prepare finished in" in out
+    assert re.search(r"prepare finished in (\d\.\d s|\d+ s|\d+ min \d+ s); data directory", out), out
+
+
+def test_one_duration_style_everywhere():
+    from course_lib.tooling import cli
+    from course_lib.units import format_duration
+
+    assert cli._fmt_seconds is format_duration
+    got = [format_duration(s) for s in (0.04, 7.0, 9.94, 10.4, 59.4, 59.6, 125.0, 3725.0)]
+    assert got == ["0.0 s", "7.0 s", "9.9 s", "10 s", "59 s", "1 min 0 s", "2 min 5 s", "62 min 5 s"]
 
 
 def test_doctor_reports_a_complete_environment():

@@ -21,8 +21,12 @@ def _name(requirement: str) -> str:
 
 
 def pyproject_packages() -> set[str]:
+    """What a conda environment (local or Binder) holds: the lessons' dependencies, JupyterLab and
+    the course's tooling (its `lab` and `tooling` extras, which the test extra builds on)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return {_name(r) for r in project["dependencies"]}
+    extras = project["optional-dependencies"]
+    wanted = project["dependencies"] + extras["lab"] + extras["tooling"]
+    return {_name(r) for r in wanted} - {"onnx-quant-course"}
 
 
 def conda_packages(path) -> set[str]:

@@ -28,14 +28,14 @@ import sys
 import time
 from pathlib import Path
 
+from ..units import format_duration
 from .paths import BUILD, ROOT
 from .runner import DEFAULT_TIMEOUT
 
 MODEL_ORDER = ("moons_mlp", "fashion_resnet18")
 
 
-def _fmt_seconds(s: float) -> str:
-    return f"{s:.1f} s" if s < 90 else f"{s / 60:.1f} min"
+_fmt_seconds = format_duration  # the course's one way to write a duration (course_lib.units)
 
 
 def _source_line(meta: dict) -> str:
@@ -53,7 +53,7 @@ def _source_line(meta: dict) -> str:
 
 def prepare(progress: bool = True, archive: Path | None = None) -> dict:
     """Make data, trained models and ONNX files available; say what was done and how long it took."""
-    from .. import data, models
+    from .. import data, models, pipeline
 
     report: dict = {"steps": []}
     t_all = time.perf_counter()
@@ -68,7 +68,7 @@ def prepare(progress: bool = True, archive: Path | None = None) -> dict:
     report["data_source"] = ds.source.kind
 
     t0 = time.perf_counter()
-    got = models.ensure_models(MODEL_ORDER, progress=progress, archive=archive)
+    got = pipeline.ensure_models(MODEL_ORDER, progress=progress, archive=archive)
     for name, trained in got.items():
         path = models.onnx_path(name)
         action = str(trained.origin) + (", exported to ONNX" if trained.exported else "")
@@ -109,22 +109,6 @@ def prepare_command(progress: bool = True, archive: Path | None = None) -> int:
     return 0
 
 
-DOCTOR_PACKAGES = (
-    "torch",
-    "torchvision",
-    "onnx",
-    "onnxruntime",
-    "onnxscript",
-    "numpy",
-    "scikit-learn",
-    "matplotlib",
-    "ipywidgets",
-    "jupyterlab",
-    "tqdm",
-    "py-cpuinfo",
-)
-
-
 def doctor() -> int:
     """Print the environment report; return 0 if everything the course needs is there, else 1."""
     import platform
@@ -134,21 +118,31 @@ def doctor() -> int:
     problems: list[str] = []
     print("Environment")
     print(f"  Python {platform.python_version()} on {platform.system()} {platform.machine()}")
-    for dist in DOCTOR_PACKAGES:
-        v = versions.package_version(dist, "MISSING")
-        print(f"  {dist:<14} {v}")
-        if v == "MISSING":
-            problems.append(f"install {dist}: pip install -e . (or make run)")
+    # Every requirement the installed course declares (its own metadata), with its version checked.
+    for row in versions.requirement_status():
+        where = f" [{row['extra']}]" if row["extra"] else ""
+        state = "ok" if row["ok"] else ("MISSING" if row["installed"] is None else "TOO OLD/NEW")
+        print(f"  {row['name']:<22} {row['installed'] or '-':<14} wants {row['wanted']:<12} {state}{where}")
+        if row["ok"]:
+            continue
+        found = "not installed" if row["installed"] is None else f"{row['installed']} is installed"
+        fix = "pip install -e ." if row["extra"] is None else f"pip install -e '.[{row['extra']}]'"
+        message = f"{row['name']}{row['wanted'].replace('any', '')} is needed, {found}: {fix} (or make)"
+        if row["extra"] in (None, "tooling"):
+            problems.append(message)
+        else:
+            print(f"    (only the {row['extra']} extra needs it; the lessons run without it)")
 
     cpu = hardware.cpu_report()
     print(f"\nCPU: {cpu['cpu']} ({cpu['logical_cores']} logical cores, {cpu['machine']})")
     for feature, present in cpu["features"].items():
         print(f"  {'yes' if present else 'no ':<4} {feature:<16} {hardware.INT8_FEATURES[feature][1]}")
-    vnni = hardware.has_vnni()
+    dot = hardware.int8_dot_product()
+    saturates = ", and U8S8 kernels can saturate (reduce_range=True)" if hardware.u8s8_can_saturate() else ""
     print(
-        "  -> INT8 dot-product instructions present: expect the larger INT8 speed-ups."
-        if vnni
-        else "  -> No INT8 dot-product instruction (VNNI): INT8 gains here are smaller, and U8S8 kernels can saturate."
+        f"  -> INT8 dot-product instructions present ({dot.instructions}: {dot.signs}): expect the larger INT8 speed-ups."
+        if dot
+        else f"  -> No INT8 dot-product instruction: INT8 gains here are smaller{saturates}."
     )
     print(f"  ONNX Runtime providers: {', '.join(hardware.onnxruntime_providers())}")
     dot = shutil.which("dot")
@@ -172,7 +166,7 @@ def doctor() -> int:
     for name in MODEL_ORDER:
         status = models.cache_status(name)
         if status == "ok":
-            meta = models.load_model(name, train=False).meta
+            meta = models.load_cached(name).meta
             onnx_ok = models.onnx_path(name).exists() and "onnx" in meta
             print(
                 f"  {name}: cached, test accuracy {meta['test_accuracy']:.2%}, trained in "
