@@ -3,7 +3,9 @@ whose figures are worked out by hand) and the course report (built from given re
 
 from __future__ import annotations
 
+import base64
 import json
+from html.parser import HTMLParser
 
 import pytest
 
@@ -148,9 +150,13 @@ def test_a_recorded_bench_result_is_found_and_shown_by_the_report(private_data_d
         " | best INT8/fp32 ratio measured: 2.50x (90% interval 2.20–2.90; fashion_resnet18, "
         "static U8S8 per-channel vs onnxruntime fp32, batch 8) |"
     ) in markdown
+    # The figures as a table with named columns: the ratio with its interval, the accuracy and the
+    # agreement in percent, and a dash (explained under the table) where the PyTorch row has none.
     assert (
-        "| fashion_resnet18 | static U8S8 per-channel vs onnxruntime fp32, batch 8 | "
-        "accuracy 91.23%; agreement 99.50%; speedup 2.5; speedup_high 2.9; speedup_low 2.2 |"
+        "| variant | speed-up (×) | accuracy (%) | top-1 agreement with fp32 (%) |\n|---|---|---|---|\n"
+        "| static U8S8 per-channel vs onnxruntime fp32, batch 8 | 2.50 (2.20–2.90) | 91.23 | 99.50 |\n"
+        "| onnxruntime fp32 vs pytorch fp32, batch 8 | 3.00 (2.80–3.30) | — | — |\n\n"
+        f"{report.ABSENT_NOTE}"
     ) in markdown
 
 
@@ -221,22 +227,26 @@ def test_report_sets_measured_figures_beside_the_quoted_claims():
     assert text_claim == "1.23x the optimized fp32 graph at batch 16, seq 128; worst cosine 0.9800; 22.8 MB"
     assert any("not measured yet" in v for v in claims02.values())  # the MLP claim: no entry given
     (accept,) = sections["04"]["claims"]
-    assert (
-        accept["measured here"]
-        == "per-channel static ResNet18: +0.10 points, agreement 99.70% (10,000 test images)"
+    assert accept["measured here"] == (  # 91.9 % against 92 %: below, and said so
+        "per-channel static ResNet18: accuracy 91.90%, 0.10 points below fp32 (92.00%), agreement 99.70% "
+        "(10,000 test images)"
     )
-    assert len(sections["04"]["figures"]) == 1
+    (figures,) = sections["04"]["figures"]
+    assert len(figures["rows"]) == 1 and figures["rows"][0]["accuracy vs fp32"] == "0.10 points below fp32"
     markdown = report.to_markdown(built)
     assert "# onnx-quant-course" in markdown and "`abc`" in markdown and "“Text encoder" in markdown
-    page = report.to_html(built)
+    page = report.to_html(markdown)
     assert "Test &lt;CPU&gt;" in page and "<table>" in page
 
 
 def test_report_writes_both_files(tmp_path):
     paths = report.write(tmp_path, entries=[])
     assert paths["markdown"].read_text().startswith("# onnx-quant-course")
-    assert "<html>" in paths["html"].read_text()
+    assert _Page(paths["html"].read_text()).headings[0] == "onnx-quant-course: what this machine measured"
     assert "not measured yet" in paths["markdown"].read_text()
+    assert (
+        "figure" not in paths and "](report-speedups.png)" not in paths["markdown"].read_text()
+    )  # nothing timed
 
 
 def test_the_hardware_claim_takes_the_best_lower_end_of_int8_against_fp32():
@@ -349,3 +359,185 @@ def test_the_static_and_qat_claims_read_lesson_06s_variants():
     # Without the PTQ entry there is nothing to set QAT beside.
     (section,) = [s for s in report.build(entries[:3], ENV)["sections"] if s["lesson"] == "06"]
     assert section["claims"][2]["measured here"] == "not measured yet: run the lesson"
+
+
+# ------------------------------------------------------------------ one renderer: markdown, then HTML
+def _parity(reference_right: int, candidate_right: int, n: int = 10_000):
+    """measure.parity on n labelled images of which the reference gets `reference_right` right
+    and the candidate `candidate_right`: real accuracies, as a lesson computes them."""
+    import numpy as np
+
+    labels = np.arange(n) % 10
+    eye = np.eye(10, dtype=np.float32)
+    ref, cand = labels.copy(), labels.copy()
+    ref[reference_right:] = (labels[reference_right:] + 1) % 10  # the rest answered wrong
+    cand[candidate_right:] = (labels[candidate_right:] + 1) % 10
+    return measure.parity(eye[ref], eye[cand], labels)
+
+
+@pytest.mark.parametrize(
+    "reference_right, candidate_right, said",
+    [
+        (9151, 9149, "0.02 points below fp32"),  # lesson 04's seed-000 acceptance run: 91.49 % vs 91.51 %
+        (9151, 9159, "0.08 points above fp32"),
+        (9200, 9190, "0.10 points below fp32"),
+        (9151, 9151, "equal to fp32"),
+        (9151, 4400, "47.51 points below fp32"),
+    ],
+)
+def test_an_accuracy_difference_names_its_direction(reference_right, candidate_right, said):
+    p = _parity(reference_right, candidate_right)
+    assert report.accuracy_change(p.candidate_accuracy, p.reference_accuracy) == said
+
+
+class _Page(HTMLParser):
+    """Headings, tables (rows of cell texts), images and the whole text of an HTML page."""
+
+    def __init__(self, page: str):
+        super().__init__()
+        self.headings, self.tables, self.images, self.text = [], [], [], []
+        self._heading = self._cell = None
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("h1", "h2", "h3"):
+            self._heading = []
+        elif tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+        elif tag == "img":
+            self.images.append(dict(attrs))
+
+    def handle_endtag(self, tag):
+        if tag in ("h1", "h2", "h3"):
+            self.headings.append("".join(self._heading).strip())
+            self._heading = None
+        elif tag in ("td", "th"):
+            self.tables[-1][-1].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data):
+        self.text.append(data)
+        for part in (self._heading, self._cell):
+            if part is not None:
+                part.append(data)
+
+
+def _markdown_parts(markdown: str):
+    """The headings and tables of report.md, read from its lines (not through markdown-it)."""
+    headings, tables, previous = [], [], ""
+    for line in markdown.splitlines():
+        if line.startswith("#"):
+            headings.append(line.lstrip("#").strip())
+        elif line.startswith("|"):
+            if not previous.startswith("|"):
+                tables.append([])
+            if not set(line) <= set("|-"):
+                tables[-1].append([c.strip() for c in line.strip("|").split(" | ")])
+        previous = line
+    return headings, tables
+
+
+@pytest.fixture
+def written_report(private_data_dir, tmp_path):
+    """A report written from a results store in tmp_path, filled by measure.record as lessons do."""
+    model_file = tmp_path / "variant.onnx"
+    model_file.write_bytes(b"\0" * 2_500_000)
+    measure.record(
+        "02",
+        models.MOONS_MLP,
+        "dynamic int8",
+        {"speedup": 1.3032, "max_rel_drift": 21.5159, "fp32_ms": 0.066223, "int8_ms": 0.050815},
+        path=model_file,
+    )
+    for variant, accuracy, speed in (
+        ("per-channel", 0.9149, 1.457),
+        ("per-channel, reduce_range", 0.9159, None),
+    ):
+        metrics = {"accuracy": accuracy, "fp32_accuracy": 0.9151, "agreement": 0.9976, "speedup_b64": speed}
+        measure.record("04", models.RESNET18, variant, {**metrics, "passes_acceptance": True})
+    for variant, (median, low, high) in {
+        "static U8S8": (1.42, 1.36, 1.50),
+        "static S8S8": (0.14, 0.13, 0.15),
+    }.items():
+        speed = {"speedup": median, "speedup_low": low, "speedup_high": high, "speedup_b64": median}
+        measure.record("05", models.RESNET18, variant, {**speed, "peak_memory_bytes": 36_937_728})
+    measure.record("06", text_encoder.NAME, "4-bit", {"cos_min": 0.97294, "peak_memory_b1_bytes": None})
+    paths = report.write(tmp_path / "build")
+    return paths, paths["markdown"].read_text(), paths["html"].read_text()
+
+
+def test_the_html_page_shows_every_heading_and_table_of_the_markdown(written_report):
+    _, markdown, page = written_report
+    parsed = _Page(page)
+    headings, tables = _markdown_parts(markdown)
+    assert parsed.headings == headings and "Environment" in headings
+    assert parsed.tables == tables and len(tables) >= 4
+    env = measure.environment_fingerprint()  # the machine, OS and versions, in both
+    text = " ".join(" ".join(parsed.text).split())
+    for fact in (env["cpu"], env["machine"], env["os"], *(f"{k} {v}" for k, v in env["versions"].items())):
+        assert fact in markdown and fact in text, fact
+    assert "None" not in markdown and "None" not in page
+
+
+def test_the_figures_are_tables_with_units_and_a_dash_where_nothing_was_measured(written_report):
+    _, markdown, _ = written_report
+    tables = {t[1][0]: t for t in _markdown_parts(markdown)[1] if t[0][0] == "variant"}
+    # Worked out by hand: 1.3032 -> 1.30, 0.066223 ms -> 0.0662, a drift of 21.5159 -> 2,152 %.
+    assert tables["dynamic int8"] == [
+        ["variant", "speed-up (×)", "fp32 (ms)", "INT8 (ms)", "max relative drift (%)", "file (MB)"],
+        ["dynamic int8", "1.30", "0.0662", "0.0508", "2,152", "2.50"],
+    ]
+    head, channel, reduced = tables["per-channel"]
+    assert head == [
+        "variant",
+        "speed-up, batch 64 (×)",
+        "accuracy (%)",
+        "fp32 accuracy (%)",
+        "accuracy vs fp32",
+        "top-1 agreement with fp32 (%)",
+        "passes acceptance",
+    ]
+    assert channel[1:5] == ["1.46", "91.49", "91.51", "0.02 points below fp32"]
+    assert reduced[1:5] == ["—", "91.59", "91.51", "0.08 points above fp32"]
+    assert f"| {reduced[-1]} |\n\n{report.ABSENT_NOTE}" in markdown  # the dash is explained under its table
+    # Lesson 05 records its batch-64 ratio twice ("speedup" with its interval, "speedup_b64"): one column.
+    assert tables["static U8S8"][0] == ["variant", "speed-up, batch 64 (×)", "peak memory (MB)"]
+    assert tables["static U8S8"][1] == ["static U8S8", "1.42 (1.36–1.50)", "36.9"]
+    # A figure no variant has (peak memory of the 4-bit model) is no column at all.
+    assert tables["4-bit"] == [["variant", "worst cosine to fp32"], ["4-bit", "0.9729"]]
+
+
+def test_the_speed_plot_is_a_file_beside_the_markdown_and_embedded_in_the_page(written_report):
+    paths, markdown, page = written_report
+    assert f"]({report.FIGURE})" in markdown and paths["figure"] == paths["markdown"].parent / report.FIGURE
+    (image,) = _Page(page).images
+    assert (
+        base64.b64decode(image["src"].removeprefix("data:image/png;base64,")) == paths["figure"].read_bytes()
+    )
+    fig = report.speedup_figure(report.build())
+    (ax,) = fig.axes
+    assert ax.get_xscale() == "log"
+    (one,) = [line for line in ax.get_lines() if line.get_label() == "as fast as fp32"]
+    assert list(one.get_xdata()) == [1, 1]
+    low, high = ax.get_xlim()
+    assert low < 0.13 and high > 1.5  # lesson 05's S8S8 interval (0.13-0.15) is on the axis
+
+
+def test_the_bench_plot_puts_ratios_on_a_base_2_log_axis_with_1x_marked():
+    slow = _comparison("onnxruntime fp32", "static S8S8", [0.01] * 5, [0.07] * 5, 0.14, 0.13, 0.15)
+    fast = _comparison("pytorch dynamic int8", "onnxruntime int8", [0.08] * 5, [0.01] * 5, 8.0, 7.5, 8.4)
+    result = bench.BenchResult({}, {}, [bench._row(models.RESNET18, 8, c) for c in (slow, fast)])
+    fig = bench.figure(result)
+    (ax,) = fig.axes
+    assert ax.get_xscale() == "log"
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == ["0.125x", "0.25x", "0.5x", "1x", "2x", "4x", "8x", "16x"]
+    assert [t for t in ax.get_xticks()] == [0.125, 0.25, 0.5, 1, 2, 4, 8, 16]
+    (one,) = [line for line in ax.get_lines() if line.get_label() == bench.EQUAL_SPEED]
+    assert list(one.get_xdata()) == [1, 1]
+    ends = sorted(p.get_x() + p.get_width() for p in ax.patches)  # each bar runs from 1x to its ratio
+    assert {p.get_x() for p in ax.patches} == {1} and ends == pytest.approx([0.14, 8.0])

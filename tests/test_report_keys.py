@@ -182,3 +182,19 @@ def test_the_report_reads_only_declared_keys():
     with pytest.raises(ValueError, match="declare it in keys.py"):
         report._metric({}, keys.MLP_DYNAMIC, "speedup", variant="static int8")
     assert report._metric({}, keys.MLP_DYNAMIC, "speedup") is None
+
+
+def test_every_metric_written_has_a_named_column_with_its_unit():
+    """The report's tables head each metric with a name and unit from keys.COLUMNS; a metric a
+    lesson records without one would show under its raw key."""
+    missing = {
+        f"{w.where}: {metric}"
+        for w in WRITES
+        for metric in w.metrics
+        if metric not in keys.COLUMNS and metric not in keys.INTERVAL_METRICS
+    }
+    assert not missing, f"Name these metrics (heading with unit, kind) in keys.COLUMNS: {sorted(missing)}"
+    assert len(WRITES) >= 10 and all(w.metrics or w.patterns for w in WRITES)  # the reader found the calls
+    for key, column in keys.COLUMNS.items():
+        for interval_key in column.interval or ():
+            assert interval_key.startswith(key) and interval_key.endswith(("_low", "_high")), key

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import data, measure, models, text_encoder
+from .. import data, measure, models, pipeline, text_encoder
 from ..variants import BEST_RESNET, RESNET_VARIANTS, build_resnet_variants, production_resnet_variant
 from . import keys
 from .paths import BUILD
@@ -31,6 +31,7 @@ from .paths import BUILD
 # The table's name for each model (the results store uses the models' own names).
 LABELS = {models.RESNET18: "ResNet18", text_encoder.NAME: "MiniLM-L6"}
 FP32 = keys.FP32_BASELINE  # "onnxruntime fp32": the baseline every INT8 variant is timed against
+EQUAL_SPEED = "as fast as the baseline"  # the plot's line at 1x (the baseline: fp32, or PyTorch's)
 
 
 @dataclass
@@ -180,7 +181,7 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
     if config.pytorch:
         import torch
 
-        trained = models.load_model(models.RESNET18, train=False, log=log)
+        trained = pipeline.load_model(models.RESNET18, train=False, log=log)
         threads = t or measure.physical_cores()
         torch_fp32 = measure.TorchRunner(
             trained.module.eval(), ["input"], threads=threads, name="pytorch fp32"
@@ -326,26 +327,41 @@ def table(result: BenchResult) -> str:
     return "\n".join(lines)
 
 
-def plot(result: BenchResult, path: Path) -> Path:
-    """A horizontal bar per comparison: the ratio with its interval, 1.0 marked."""
+def figure(result: BenchResult):
+    """A horizontal bar per comparison from 1x to its ratio, with its interval, on a base-2 log
+    axis (0.125x ... 8x) with the line of equal speed: a variant 7x slower is as long a bar as one
+    7x faster."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
+    from .plots import ratio_axis
+
     rows = result.rows
-    fig, ax = plt.subplots(figsize=(9, 0.32 * len(rows) + 1.2))
+    fig, ax = plt.subplots(figsize=(11, 0.32 * len(rows) + 1.4))
     y = np.arange(len(rows))
     ratios = np.array([r.speedup for r in rows])
     err = np.array([[r.speedup - r.speedup_low for r in rows], [r.speedup_high - r.speedup for r in rows]])
-    ax.barh(y, ratios, xerr=err, color=["tab:green" if v >= 1 else "tab:red" for v in ratios], alpha=0.8)
-    ax.axvline(1.0, color="black", lw=0.8)
+    colors = ["tab:green" if v >= 1 else "tab:red" for v in ratios]
+    ax.barh(y, ratios - 1, left=1, xerr=err, color=colors, alpha=0.8)  # from 1x to the ratio
+    ratio_axis(
+        ax, [*ratios, *(r.speedup_low for r in rows), *(r.speedup_high for r in rows)], label=EQUAL_SPEED
+    )
     ax.set_yticks(y, [f"{r.label}, b{r.batch}: {r.candidate} vs {r.baseline}" for r in rows], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("speed ratio (baseline time / candidate time)")
+    ax.set_xlabel("baseline time / candidate time (log scale; right of 1x: the candidate is faster)")
     fig.tight_layout()
+    return fig
+
+
+def plot(result: BenchResult, path: Path) -> Path:
+    """Save `figure(result)` as a PNG at `path`."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(result)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 

@@ -72,3 +72,63 @@ READS = (
     QAT,
     SPEED_BENCH,
 )
+
+
+# ------------------------------------------------------------------ how the report shows a metric
+@dataclass(frozen=True)
+class Column:
+    """A metric as a table column: its heading, with the unit, and how its values read.
+
+    kind: "ratio" (×, 3 significant figures), "percent" (a fraction shown ×100, 2 decimals),
+    "percent3" (a fraction ×100, 3 significant figures), "ms", "seconds", "megabytes" (bytes shown
+    in MB), "cosine" (4 decimals), "count", "yes/no". `interval`: the metrics holding the 90%
+    interval of a ratio, shown in brackets beside it.
+    """
+
+    heading: str
+    kind: str
+    interval: tuple[str, str] | None = None
+
+
+def _speed(heading: str, key: str | None = None) -> Column:
+    return Column(heading, "ratio", None if key is None else (f"{key}_low", f"{key}_high"))
+
+
+# Every metric a lesson or the benchmark records (tests/test_report_keys.py checks that none is
+# missing), in the order the report's tables show them. A ratio's "_low"/"_high" ride with it.
+COLUMNS: dict[str, Column] = {
+    "speedup": _speed("speed-up (×)", "speedup"),
+    "speedup_b1": _speed("speed-up, batch 1 (×)"),
+    "speedup_short": _speed("speed-up, one short sentence (×)"),
+    "speedup_b16": _speed("speed-up, batch 16 (×)", "speedup_b16"),
+    "speedup_b32": _speed("speed-up, batch 32 (×)"),
+    "speedup_b64": _speed("speed-up, batch 64 (×)", "speedup_b64"),
+    "speedup_vs_optimized_b1": _speed("speed-up vs optimized fp32, batch 1 (×)"),
+    "speedup_vs_optimized_b16": _speed("speed-up vs optimized fp32, batch 16 (×)"),
+    "speedup_vs_raw_b1": _speed("speed-up vs exported fp32, batch 1 (×)"),
+    "speedup_vs_torch_int8_b1": _speed("speed-up vs PyTorch dynamic INT8, batch 1 (×)"),
+    "fp32_ms": Column("fp32 (ms)", "ms"),
+    "int8_ms": Column("INT8 (ms)", "ms"),
+    "accuracy": Column("accuracy (%)", "percent"),
+    "int8_accuracy": Column("INT8 accuracy (%)", "percent"),
+    "fp32_accuracy": Column("fp32 accuracy (%)", "percent"),
+    "agreement": Column("top-1 agreement with fp32 (%)", "percent"),
+    "cos_min": Column("worst cosine to fp32", "cosine"),
+    "cos_mean": Column("mean cosine to fp32", "cosine"),
+    "nn_agreement": Column("same nearest neighbour (%)", "percent3"),
+    "nn": Column("same nearest neighbour (%)", "percent3"),
+    "max_rel_drift": Column("max relative drift (%)", "percent3"),
+    "size_ratio": Column("file (% of fp32)", "percent3"),
+    "fp32_bytes": Column("fp32 file (MB)", "megabytes"),
+    "peak_memory_bytes": Column("peak memory (MB)", "megabytes"),
+    "peak_memory_b1_bytes": Column("peak memory, batch 1 (MB)", "megabytes"),
+    "calibration_s": Column("calibration (s)", "seconds"),
+    "train_seconds": Column("training (s)", "seconds"),
+    "train_images": Column("training images", "count"),
+    "images": Column("test images", "count"),
+    "codes_differing": Column("INT4 codes differing from training", "count"),
+    "codes": Column("INT4 codes", "count"),
+    "passes_acceptance": Column("passes acceptance", "yes/no"),
+    "meets_course_target": Column("meets the course target", "yes/no"),
+}
+INTERVAL_METRICS = {k for c in COLUMNS.values() if c.interval for k in c.interval}

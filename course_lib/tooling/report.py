@@ -2,19 +2,28 @@
 
 `python -m course_lib report` reads the results store that the lessons fill (`measure.record`),
 keeps this environment's entries (same fingerprint) and the latest entry per lesson, model and
-variant, and writes one page, `build/report.md` and `build/report.html`: the environment on
-top, then per lesson its claims and its measured figures. A claim whose lesson has not run yet
-says so instead of showing a number.
+variant, and writes one page: the environment on top, then per lesson its claims and a table of
+its measured figures (named columns with units, tooling/keys.py's COLUMNS), and a plot of every
+INT8 variant's speed against fp32 on a log axis. A claim whose lesson has not run yet says so
+instead of showing a number.
+
+The markdown (`build/report.md`, with the plot beside it as `report-speedups.png`) is the only
+renderer: `build/report.html` is that markdown rendered by markdown-it-py into a small page, the
+plot embedded in it, so the two cannot say different things.
 """
 
 from __future__ import annotations
 
+import base64
 import html
-from collections.abc import Callable
+import io
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import hardware, measure
+from ..names import MOONS_MLP, RESNET18, TEXT_ENCODER
 from . import keys
 from .paths import BUILD
 
@@ -27,6 +36,23 @@ LESSON_TITLES = {
     "06": "06 · past W8A8",
     keys.BENCH: "the benchmark (python -m course_lib bench)",
 }
+
+MODEL_TITLES = {
+    RESNET18: "ResNet18 (Fashion-MNIST)",
+    TEXT_ENCODER: "text encoder (all-MiniLM-L6-v2)",
+    MOONS_MLP: "two-moons MLP",
+}
+FIGURE = "report-speedups.png"  # the plot, next to report.md
+DASH = "—"
+ABSENT_NOTE = (
+    f"{DASH}: the lesson recorded no value for this variant (it times or measures this figure only on "
+    "the variants it compares, or the figure does not apply)."
+)
+SPEED_NOTE = (
+    "a speed-up is the baseline's median time divided by the variant's, from interleaved runs (above "
+    "1: the variant is faster); the baseline is fp32 unless the heading or the variant names another; "
+    "in brackets, the 90% interval."
+)
 
 Latest = dict[tuple[str, str, str], dict]  # (lesson, model, variant) -> entry
 
@@ -50,6 +76,18 @@ def _metric(latest: Latest, read: keys.Read, key: str, variant: str | None = Non
 
 def _fmt(value, spec: str, suffix: str = "") -> str | None:
     return None if value is None else f"{value:{spec}}{suffix}"
+
+
+def accuracy_change(accuracy: float, reference: float, reference_name: str = "fp32") -> str:
+    """How far `accuracy` lies from `reference` (both fractions), in percentage points, with its
+    direction named: "0.02 points below fp32", "0.10 points above fp32", "equal to fp32".
+
+    A sign alone is easy to read backwards (is +0.02 a gain or a drop?); the words are not.
+    Differences under 0.005 points (below the 0.01-point step of 10,000 images) are equal."""
+    points = round(100 * (accuracy - reference), 2)
+    if points == 0:
+        return f"equal to {reference_name}"
+    return f"{abs(points):.2f} points {'above' if points > 0 else 'below'} {reference_name}"
 
 
 @dataclass(frozen=True)
@@ -115,7 +153,10 @@ def _acceptance(latest: Latest) -> str | None:
     acc, fp, agree = (_metric(latest, read, k, variant) for k in ("accuracy", "fp32_accuracy", "agreement"))
     if acc is None:
         return None
-    return f"{variant} static ResNet18: {100 * (fp - acc):+.2f} points, agreement {agree:.2%} (10,000 test images)"
+    return (
+        f"{variant} static ResNet18: accuracy {acc:.2%}, {accuracy_change(acc, fp)} ({fp:.2%}), "
+        f"agreement {agree:.2%} (10,000 test images)"
+    )
 
 
 def _four_bit(latest: Latest) -> str | None:
@@ -251,17 +292,168 @@ def latest_entries(entries: list[dict]) -> Latest:
     return latest
 
 
-def _key_figures(entry: dict) -> str:
-    parts = []
-    for key, value in sorted(entry.get("metrics", {}).items()):
-        if isinstance(value, bool) or value is None:
-            parts.append(f"{key} {value}")
-        elif isinstance(value, float):
-            pct = any(w in key for w in ("accuracy", "agreement", "nn_agreement"))
-            parts.append(f"{key} {value:.2%}" if pct else f"{key} {value:.4g}")
-        elif isinstance(value, int | str):
-            parts.append(f"{key} {value}")
-    return "; ".join(parts)
+def _significant(value: float, digits: int = 3) -> str:
+    """`value` to `digits` significant figures, without exponent: 0.0657, 1.42, 21.5, 2,152."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:,.{decimals}f}"
+
+
+def format_value(value, kind: str) -> str:
+    """One table cell, as keys.Column's `kind` reads it (None: the dash)."""
+    if value is None:
+        return DASH
+    if kind == "yes/no" or isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return value
+    if kind == "percent":
+        return f"{100 * value:.2f}"
+    if kind == "percent3":
+        return _significant(100 * value)
+    if kind == "megabytes":
+        return _significant(value / 1e6)
+    if kind == "cosine":
+        return f"{value:.4f}"
+    if kind == "count":
+        return f"{value:,}"
+    return _significant(value)  # ratio, ms, seconds, and metrics no Column names
+
+
+def _columns(entries: list[dict]) -> list[tuple[str, keys.Column]]:
+    """The columns of one table: the metrics some entry holds a value for, in COLUMNS' order (then
+    any metric COLUMNS does not know, by name). A speed-up recorded twice under two names (lesson
+    05's "speedup" is its "speedup_b64") is one column, under the later's (more specific) heading."""
+    present = {k for e in entries for k, v in e.get("metrics", {}).items() if v is not None}
+    known = [k for k in keys.COLUMNS if k in present]
+    unknown = sorted(present - set(keys.COLUMNS) - keys.INTERVAL_METRICS)
+    columns: list[tuple[str, keys.Column]] = []
+    for key in known + unknown:
+        column = keys.COLUMNS.get(key) or keys.Column(key.replace("_", " "), "number")
+        values = [e.get("metrics", {}).get(key) for e in entries]
+        twin = next(
+            (
+                i
+                for i, (k, c) in enumerate(columns)
+                if c.kind == column.kind == "ratio"
+                and [e.get("metrics", {}).get(k) for e in entries] == values
+            ),
+            None,
+        )
+        if twin is None:
+            columns.append((key, column))
+        else:
+            k, first = columns[twin]
+            columns[twin] = (k, keys.Column(column.heading, first.kind, first.interval or column.interval))
+    return columns
+
+
+def _cell(metrics: dict, key: str, column: keys.Column) -> str:
+    value = metrics.get(key)
+    text = format_value(value, column.kind)
+    if value is not None and column.interval:
+        low, high = (metrics.get(k) for k in column.interval)
+        if low is not None and high is not None:
+            text += f" ({format_value(low, column.kind)}–{format_value(high, column.kind)})"
+    return text
+
+
+def figures_table(entries: list[dict]) -> tuple[list[dict], list[str]]:
+    """One lesson's entries for one model as table rows (variant, then named columns with units,
+    the file's size, and the accuracy's distance from fp32 in words) and the notes the table needs."""
+    columns = _columns(entries)
+    rows = []
+    for e in entries:
+        m = e.get("metrics", {})
+        row = {"variant": e.get("variant", "")}
+        for key, column in columns:
+            row[column.heading] = _cell(m, key, column)
+            if key == "fp32_accuracy":  # right after the two accuracies it compares
+                acc = m.get("accuracy", m.get("int8_accuracy"))
+                fp = m.get("fp32_accuracy")
+                row["accuracy vs fp32"] = DASH if None in (acc, fp) else accuracy_change(acc, fp)
+        if any((x.get("file") or {}).get("bytes") for x in entries):
+            size = (e.get("file") or {}).get("bytes")
+            row["file (MB)"] = DASH if not size else _significant(size / 1e6)
+        rows.append(row)
+    notes = []
+    if any(v == DASH or v.startswith(f"{DASH} ") for r in rows for v in r.values()):
+        notes.append(ABSENT_NOTE)
+    return rows, notes
+
+
+def _primary_speedup(entry: dict) -> tuple[str, float, float | None, float | None] | None:
+    """The one speed-up against fp32 to plot for an entry: (its case, ratio, low, high), or None.
+    The case is the column heading's ("batch 64"); a bare "speedup" recorded again under a named
+    case (lesson 05: "speedup" is "speedup_b64") takes that name."""
+    m = entry.get("metrics", {})
+    if entry.get("lesson") == keys.BENCH and f"vs {keys.FP32_BASELINE}" not in str(entry.get("variant")):
+        return None  # ONNX Runtime against PyTorch: not an INT8 variant against fp32
+    named = [k for k, c in keys.COLUMNS.items() if c.kind == "ratio" and k != "speedup"]
+    for key in (
+        "speedup",
+        "speedup_b64",
+        "speedup_b32",
+        "speedup_b16",
+        "speedup_vs_optimized_b16",
+        "speedup_b1",
+    ):
+        value = m.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            column = keys.COLUMNS[key]
+            low, high = (m.get(k) for k in column.interval) if column.interval else (None, None)
+            same = next((k for k in named if key == "speedup" and m.get(k) == value), key)
+            case = keys.COLUMNS[same].heading.removeprefix("speed-up").removesuffix("(×)").strip(" ,")
+            return case, float(value), low, high
+    return None
+
+
+def speedup_figure(report: dict):
+    """Every variant's speed against fp32, per lesson, as a bar from 1x on a base-2 log axis
+    (a variant 7x slower is as long a bar as one 7x faster); None when nothing was timed."""
+    bars = []
+    for s in report["sections"]:
+        for e in s["entries"]:
+            found = _primary_speedup(e)
+            if found:
+                which, ratio, low, high = found
+                model = MODEL_TITLES.get(e["model"], e["model"]).split(" (")[0]
+                label = f"{s['lesson']} · {model}: {e['variant']}" + (f" ({which})" if which else "")
+                bars.append((s["lesson"], label, ratio, low, high))
+    if not bars:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from .plots import ratio_axis
+
+    lessons = list(dict.fromkeys(b[0] for b in bars))
+    colours = {lesson: plt.get_cmap("tab10")(i % 10) for i, lesson in enumerate(lessons)}
+    fig, ax = plt.subplots(figsize=(12, 0.26 * len(bars) + 1.6))
+    for y, (lesson, _, ratio, low, high) in enumerate(bars):
+        err = None if low is None or high is None else [[ratio - low], [high - ratio]]
+        ax.barh(y, ratio - 1, left=1, xerr=err, color=colours[lesson], alpha=0.85, ecolor="0.3")
+        end = max(ratio, high or ratio) * 1.04 if ratio >= 1 else min(ratio, low or ratio) / 1.04
+        ax.text(end, y, f"{ratio:.2f}x", va="center", ha="left" if ratio >= 1 else "right", fontsize=7)
+    ratio_axis(ax, [r for b in bars for r in b[2:] if r is not None])
+    ax.set_yticks(range(len(bars)), [b[1] for b in bars], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("fp32 time / variant time (log scale; right of 1x: the variant is faster)")
+    ax.set_title(f"{report['environment'].get('cpu')}: every timed variant against fp32", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _png(fig) -> bytes:
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return buffer.getvalue()
 
 
 def build(entries: list[dict] | None = None, environment: dict | None = None) -> dict:
@@ -280,92 +472,120 @@ def build(entries: list[dict] | None = None, environment: dict | None = None) ->
             for c in CLAIMS
             if c.lesson == lesson
         ]
-        figures = [
-            {"model": k[1], "variant": k[2], "measured": _key_figures(e), "when": e.get("timestamp", "")}
-            for k, e in latest.items()
-            if k[0] == lesson
-        ]
+        entries_here = [e for k, e in latest.items() if k[0] == lesson]
+        by_model: dict[str, list[dict]] = {}
+        for e in entries_here:
+            by_model.setdefault(str(e.get("model")), []).append(e)
+        figures = []
+        for model, group in by_model.items():
+            rows, notes = figures_table(group)
+            figures.append(
+                {"model": model, "title": MODEL_TITLES.get(model, model), "rows": rows, "notes": notes}
+            )
         sections.append(
             {
                 "lesson": lesson,
                 "title": LESSON_TITLES.get(lesson, lesson),
                 "claims": claims,
                 "figures": figures,
+                "entries": entries_here,
             }
         )
     return {"environment": environment, "entries": len(entries), "sections": sections}
 
 
-def to_markdown(report: dict) -> str:
-    env = report["environment"]
-    versions = ", ".join(f"{k} {v}" for k, v in sorted(env.get("versions", {}).items()))
+def environment_lines(env: dict) -> list[str]:
+    """The machine, OS, cores, INT8 features and library versions, as a markdown list."""
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(env.get("versions", {}).items())) or DASH
+    return [
+        f"- **CPU**: {env.get('cpu') or DASH} ({env.get('machine') or DASH})",
+        f"- **OS**: {env.get('os') or DASH}",
+        f"- **cores**: {env.get('physical_cores') or DASH} physical, {env.get('logical_cores') or DASH} logical",
+        f"- **INT8 features**: {', '.join(env.get('int8_features', [])) or 'none'}",
+        f"- **library versions**: {versions}",
+        f"- **environment hash**: `{env.get('hash') or DASH}`",
+    ]
+
+
+def to_markdown(report: dict, figure: str | None = None) -> str:
+    """The report as markdown, the one source of the HTML page; `figure`: the speed-up plot's file
+    name next to the markdown, to show after the environment (None: no plot)."""
     lines = [
         "# onnx-quant-course: what this machine measured",
         "",
-        f"**Environment** `{env.get('hash')}`: {env.get('cpu')} ({env.get('machine')}, {env.get('os')}), "
-        f"{env.get('physical_cores')} physical / {env.get('logical_cores')} logical cores; INT8 features: "
-        f"{', '.join(env.get('int8_features', [])) or 'none'}; {versions}.",
+        "## Environment",
+        "",
+        *environment_lines(report["environment"]),
         "",
         f"{report['entries']} measurements from this environment. Quoted figures come from the course's "
         "seed documents and were **not** measured here; the column beside them was.",
+        "",
+        f"In the tables, {SPEED_NOTE}",
     ]
+    if figure:
+        lines += ["", f"![Speed of every timed variant against fp32, per lesson, on a log axis]({figure})"]
     for s in report["sections"]:
         lines += ["", f"## {s['title']}", ""]
         if s["claims"]:
             lines += [measure.markdown_table(s["claims"]), ""]
-        if s["figures"]:
-            lines += [
-                measure.markdown_table(
-                    [{k: r[k] for k in ("model", "variant", "measured")} for r in s["figures"]]
-                )
-            ]
-        else:
-            lines += ["No measurements yet: run this lesson's notebook."]
-    return "\n".join(lines) + "\n"
+        if not s["figures"]:
+            lines += ["No measurements yet: run this lesson's notebook.", ""]
+        for f in s["figures"]:
+            lines += [f"### {f['title']}", "", measure.markdown_table(f["rows"]), ""]
+            lines += [*f["notes"], ""] if f["notes"] else []
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _html_table(rows: list[dict]) -> str:
-    if not rows:
-        return ""
-    cols = list(rows[0])
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in cols) + "</tr>" for r in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body{{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;line-height:1.4}}
+table{{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em}}
+td,th{{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}}
+th{{background:#f3f3f3}} td:not(:first-child){{font-variant-numeric:tabular-nums}}
+img{{max-width:100%}} h2{{margin-top:2em;border-bottom:1px solid #ddd}}
+</style></head><body>
+{body}
+</body></html>
+"""
 
 
-def to_html(report: dict) -> str:
-    env = report["environment"]
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>onnx-quant-course report</title>",
-        "<style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
-        "table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.9em}td,th{border:1px solid #ccc;"
-        "padding:.3em .6em;text-align:left;vertical-align:top}th{background:#f3f3f3}</style></head><body>",
-        "<h1>onnx-quant-course: what this machine measured</h1>",
-        f"<p><b>Environment</b> <code>{html.escape(str(env.get('hash')))}</code>: {html.escape(str(env.get('cpu')))}, "
-        f"{env.get('physical_cores')} physical / {env.get('logical_cores')} logical cores; INT8 features: "
-        f"{html.escape(', '.join(env.get('int8_features', [])) or 'none')}.</p>",
-        f"<p>{report['entries']} measurements from this environment. Quoted figures come from the seed documents and "
-        "were <b>not</b> measured here; the column beside them was.</p>",
-    ]
-    for s in report["sections"]:
-        parts.append(f"<h2>{html.escape(s['title'])}</h2>")
-        parts.append(_html_table(s["claims"]))
-        figures = [{k: r[k] for k in ("model", "variant", "measured")} for r in s["figures"]]
-        parts.append(
-            _html_table(figures) if figures else "<p>No measurements yet: run this lesson's notebook.</p>"
-        )
-    parts.append("</body></html>")
-    return "\n".join(parts)
+def _markdown_it():
+    from markdown_it import MarkdownIt
+
+    # html off: a "<" in a CPU or variant name is text, not markup
+    return MarkdownIt("commonmark", {"html": False}).enable("table")
+
+
+def to_html(markdown: str, images: Mapping[str, bytes] | None = None) -> str:
+    """The page: `markdown` rendered by markdown-it-py (tables on) into a small template, each
+    image whose file name is a key of `images` embedded as a base64 PNG."""
+    md = _markdown_it()
+    tokens = md.parse(markdown)
+    for token in tokens:
+        for child in token.children or ():
+            src = child.attrGet("src") if child.type == "image" else None
+            if src in (images or {}):
+                child.attrSet("src", "data:image/png;base64," + base64.b64encode(images[src]).decode())
+    heading = next((i for i, t in enumerate(tokens) if t.type == "heading_open"), None)
+    title = "report" if heading is None else tokens[heading + 1].content
+    return PAGE.format(title=html.escape(title), body=md.renderer.render(tokens, md.options, {}))
 
 
 def write(out_dir: Path | None = None, entries: list[dict] | None = None) -> dict[str, Path]:
-    """Write report.md and report.html under `out_dir` (default build/); return their paths."""
+    """Write report.md, its plot (report-speedups.png, when anything was timed) and report.html
+    (the markdown rendered, the plot embedded) under `out_dir` (default build/); return their paths."""
     out_dir = Path(out_dir or BUILD)
     out_dir.mkdir(parents=True, exist_ok=True)
     report = build(entries)
     paths = {"markdown": out_dir / "report.md", "html": out_dir / "report.html"}
-    paths["markdown"].write_text(to_markdown(report))
-    paths["html"].write_text(to_html(report))
+    fig = speedup_figure(report)
+    images = {}
+    if fig is not None:
+        images[FIGURE] = _png(fig)
+        paths["figure"] = out_dir / FIGURE
+        paths["figure"].write_bytes(images[FIGURE])
+    markdown = to_markdown(report, FIGURE if images else None)
+    paths["markdown"].write_text(markdown, encoding="utf-8")
+    paths["html"].write_text(to_html(markdown, images), encoding="utf-8")
     return paths

@@ -393,6 +393,8 @@ def build_site(
         (src / "_toc.yml").write_text(_toc(list(notebooks)))
         (src / "index.md").write_text(INDEX)
         (src / "report.md").write_text(report_md)
+        if report is not None and (figure := Path(report).with_name("report-speedups.png")).exists():
+            shutil.copy(figure, src / figure.name)  # the plot report.md shows, from beside it
         for stem, nb in notebooks.items():
             nbformat.write(nb, src / f"{stem}.ipynb")
         html_dir = Path(tmp) / "html"
