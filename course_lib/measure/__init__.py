@@ -8,6 +8,7 @@ always mean the same measurement. One module per idea, each readable top to bott
     sessions      make_session (fixed threads), logits (a classifier's scores, in batches)
     latency       measure_latency (median / p10 / p90 of one session), compare_latency (two
                   models timed in turn, with the ratio of their medians and its interval)
+    load          other_load: the share of the CPU other processes used while something was timed
     memory        peak_memory, peak_memory_of: peak resident memory, in a fresh process
     parity_check  parity (drift, agreement, who is right, with intervals), paired differences between
                   two variants (signal or noise), acceptance (the acceptance rule)
@@ -37,6 +38,7 @@ from .latency import (
     latency_from_samples,
     measure_latency,
 )
+from .load import OtherLoad, other_load
 from .memory import CallMemory, Memory, peak_memory, peak_memory_of
 from .parity_check import (
     RELATIVE_DRIFT_EPS,
@@ -67,6 +69,7 @@ __all__ = [
     "LatencyComparison",
     "MakeInputs",
     "Memory",
+    "OtherLoad",
     "ModelFacts",
     "Parity",
     "TorchRunner",
@@ -82,6 +85,7 @@ __all__ = [
     "make_session",
     "margin",
     "markdown_table",
+    "other_load",
     "measure_latency",
     "model_facts",
     "paired_difference",
