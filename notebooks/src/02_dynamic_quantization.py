@@ -803,7 +803,9 @@ except Exception as error:  # NotImplemented on releases whose ConvInteger takes
 # - `reduce_range`: store the weights on 7 of their 8 bits. On an x86 CPU without VNNI, ONNX
 #   Runtime's U8S8 kernels add pairs of products into 16-bit sums that can saturate (lesson 05);
 #   7-bit weights keep those sums in range. On a CPU with VNNI nothing saturates, so there it buys
-#   nothing: the coarser weights lower the worst cosine, and the model runs no faster.
+#   nothing: the coarser weights lower the worst cosine, and the model runs no faster (timed in
+#   turn with the per_channel file, it gains less than 5%; its ratio to fp32 in the table below
+#   comes from a separate comparison, so a few per cent between the two rows is noise).
 # - `nodes_to_exclude`: keep named nodes in float. Here the six FFN output projections
 #   (`…/output/dense/MatMul`, 1536 → 384), whose inputs come out of GELU with the widest range:
 #   keeping them float raises the worst cosine, and costs speed, since their products go back to
@@ -880,10 +882,20 @@ print("worst cosine:", {k: round(v, 4) for k, v in cos.items()}, "| batch 16:", 
 cl.claim(
     "With VNNI, reduce_range lowers the worst cosine", cos["rr"] < cos["pc"], f"{cos['rr']:.4f}", **vnni_only
 )
+# reduce_range against per_channel, timed in turn: two ratios to fp32 taken at different moments
+# cannot settle a few per cent (lesson 05 shows why).
+rr_vs_pc = measure.compare_latency(
+    {"per_channel": te_int8[True], "reduce_range": rr["path"]},
+    batch_of,
+    batch_size=16,
+    threads=THREADS,
+    warmup=1,
+    runs=10,
+)
 cl.claim(
-    "reduce_range does not make INT8 clearly faster",
-    rr["b16"].speedup_clearly_above(opt16) is not True,
-    speed,
+    "reduce_range does not make INT8 clearly faster (5% or more, timed in turn with per_channel)",
+    below(rr_vs_pc, 1.05),
+    f"per_channel / reduce_range time {ratio(rr_vs_pc)}",
 )
 cl.claim(
     "Keeping the FFN outputs in float raises the worst cosine", cos["ffn"] > cos["pc"], f"{cos['ffn']:.4f}"
