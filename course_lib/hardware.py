@@ -69,6 +69,16 @@ DOT_PRODUCTS: tuple[Int8DotProduct, ...] = (
 
 VNNI_FEATURES = ("AVX-512 VNNI", "AVX-VNNI", "AMX (INT8)")
 
+# Half-precision float arithmetic (feature -> flag, as above). Some runtimes use it by default for a
+# float32 model: OpenVINO's CPU plugin picks bf16 on x86 with AVX512_BF16 or AMX, f16 on ARM with
+# FP16 arithmetic (lesson 05, "the same file, another runtime").
+HALF_FLOAT_FEATURES: dict[str, str] = {
+    "AVX-512 BF16": "avx512_bf16",
+    "AMX (BF16)": "amx_bf16",
+    "ARM fp16": "asimdhp",
+    "ARM bf16": "bf16",
+}
+
 # Other tools' spellings of the x86 flags above (macOS sysctl, py-cpuinfo's CPUID names).
 _FLAG_ALIASES = {
     "avx512vnni": "avx512_vnni",
@@ -82,6 +92,7 @@ _DARWIN_ARM_KEYS = {
     "hw.optional.arm.FEAT_DotProd": "asimddp",
     "hw.optional.arm.FEAT_I8MM": "i8mm",
     "hw.optional.arm.FEAT_BF16": "bf16",
+    "hw.optional.arm.FEAT_FP16": "asimdhp",
 }
 
 # /proc/cpuinfo on ARM names no model: "CPU implementer" and "CPU part" say which core it is.
@@ -282,6 +293,12 @@ def cpu_report() -> dict:
         "logical_cores": os.cpu_count(),
         "features": {feature: flag in flags for feature, (flag, _) in INT8_FEATURES.items()},
     }
+
+
+def half_float_features(flags: frozenset[str] | None = None) -> dict[str, bool]:
+    """Which half-precision float features this CPU (or the Linux-style `flags` given) has."""
+    found = _cpu_flags()[1] if flags is None else flags
+    return {feature: flag in found for feature, flag in HALF_FLOAT_FEATURES.items()}
 
 
 def cpu_name() -> str:

@@ -93,7 +93,7 @@ def requirement_status(dist: str = COURSE_DIST) -> list[dict]:
             extra = next(
                 (
                     e
-                    for e in ("lab", "tooling", "test")
+                    for e in ("lab", "tooling", "openvino", "test")
                     if req.marker.evaluate({**default_environment(), "extra": e})
                 ),
                 None,

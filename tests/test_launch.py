@@ -64,7 +64,18 @@ def test_every_lesson_opens_with_its_badges_and_sets_up_before_importing(noteboo
         i for i, c in enumerate(cells) if i != setup and c.cell_type == "code" and "course_lib" in c.source
     )
     assert cells[setup].cell_type == "code" and setup < first_import
-    assert where.pip_requirement() in cells[setup].source
+    assert where.pip_requirement(launch.lesson_extras(notebook.name)) in cells[setup].source
+
+
+def test_lesson_05s_colab_cell_installs_the_openvino_extra_and_the_others_do_not():
+    where = launch.read_launch()
+    assert where.pip_requirement(("openvino",)).startswith("onnx-quant-course[openvino] @ git+")
+    for notebook in NOTEBOOKS:
+        cells = nbformat.read(notebook, as_version=4).cells
+        setup = next(c.source for c in cells if c.source.startswith(launch.SETUP_MARK))
+        wants_openvino = notebook.name.startswith("05_")
+        assert ("onnx-quant-course[openvino] @" in setup) == wants_openvino, notebook.name
+        assert ("also installs the course's extra: openvino" in setup) == wants_openvino, notebook.name
 
 
 def test_readme_has_the_badges_and_a_link_to_every_lesson():
@@ -77,14 +88,16 @@ def test_readme_has_the_badges_and_a_link_to_every_lesson():
         assert (ROOT / "notebooks" / "student" / notebook.name).exists()  # what the link opens is committed
 
 
-def _run_setup_cell(tmp_path, in_colab: bool, drive: Path | None = None) -> subprocess.CompletedProcess:
+def _run_setup_cell(
+    tmp_path, in_colab: bool, drive: Path | None = None, extras: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
     """The generated cell in a fresh interpreter, with subprocess.run recorded instead of run.
 
     With `drive`, the learner has set KEEP_ON_DRIVE = True; mounting Drive is recorded, Drive's
     folder is `drive`, and ensure_models only records what it was asked for (an empty data
     directory would otherwise train the ResNet18).
     """
-    cell = launch.setup_cell(launch.read_launch())
+    cell = launch.setup_cell(launch.read_launch(), extras)
     if drive is not None:
         cell = cell.replace("KEEP_ON_DRIVE = False", "KEEP_ON_DRIVE = True").replace(
             launch.DRIVE_FOLDER, str(drive)
@@ -128,6 +141,12 @@ def test_setup_cell_in_colab_installs_the_course_and_gets_data_and_models(tmp_pa
     assert "Fashion-MNIST from:" in out and "IMPORTED True" in out
     # make test prepared both models, so here they come from the cache (a fresh Colab downloads them)
     assert "moons_mlp: from the verified cache" in out and "fashion_resnet18: from the verified cache" in out
+
+
+def test_a_setup_cell_with_an_extra_installs_the_course_with_it(tmp_path):
+    [pip] = _calls(_run_setup_cell(tmp_path, in_colab=True, extras=("openvino",)).stdout)
+    assert pip[-1] == launch.read_launch().pip_requirement(("openvino",))
+    assert pip[-1].startswith("onnx-quant-course[openvino] @ git+")
 
 
 def test_setup_cell_keeps_the_data_on_drive_when_asked(tmp_path):

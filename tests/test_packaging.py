@@ -22,10 +22,11 @@ def _name(requirement: str) -> str:
 
 def pyproject_packages() -> set[str]:
     """What a conda environment (local or Binder) holds: the lessons' dependencies, JupyterLab and
-    the course's tooling (its `lab` and `tooling` extras, which the test extra builds on)."""
+    the course's tooling and lesson 05's second runtime (its `lab`, `tooling` and `openvino` extras,
+    which the test extra builds on)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    wanted = project["dependencies"] + extras["lab"] + extras["tooling"]
+    wanted = project["dependencies"] + extras["lab"] + extras["tooling"] + extras["openvino"]
     return {_name(r) for r in wanted} - {"onnx-quant-course"}
 
 

@@ -37,6 +37,8 @@ ALLOWED = {
     ("05", "90%"): "the confidence level of the interval, a setting",
     ("05", "2–4x"): "seed 000's figure, named as the quote in the sentence that compares with it",
     ("02", "2 GB"): "Binder's memory limit, a fact of the platform",
+    ("05", "2 GB"): "Binder's memory limit, a fact of the platform",
+    ("02", "5%"): "the margin the claim cell tests (lesson 05's 'clearly faster' rule), a setting",
     ("01", "99.9%"): "defines the 99.9th percentile",
     ("01", "0.1%"): "defines the 99.9th percentile's tail",
     ("02", "90 %"): "the confidence level of the interval, a setting",

@@ -99,13 +99,19 @@ class TorchRunner:
 
 
 def _open(
-    model: str | Path | ort.InferenceSession | TorchRunner, threads: int | None, spinning: bool = True
+    model: str | Path | ort.InferenceSession | Any, threads: int | None, spinning: bool = True
 ) -> tuple[Any, int, str]:
     """A session, its intra-op thread count and a label, from a path or a ready session/runner."""
     if isinstance(model, str | Path):
         session = make_session(model, threads, spinning=spinning)
         return session, session.get_session_options().intra_op_num_threads, Path(model).name
-    if isinstance(model, TorchRunner):
+    if not hasattr(model, "get_session_options"):
+        # a runner: TorchRunner, runtimes.OpenVINORunner, or anything with run, get_inputs, threads, name
+        if not all(hasattr(model, a) for a in ("run", "get_inputs", "threads", "name")):
+            raise TypeError(
+                f"Expected a model path, an onnxruntime.InferenceSession or a runner "
+                f"(measure.TorchRunner, runtimes.OpenVINORunner); got {type(model).__name__}."
+            )
         found, label = model.threads, model.name
     else:
         found = model.get_session_options().intra_op_num_threads

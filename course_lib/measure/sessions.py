@@ -124,7 +124,8 @@ def logits(
     `output`: the output to return; by default the first two-dimensional one (a PyTorch export's
     logits, or the probabilities of a scikit-learn export, whose first output is the label).
     `threads`: intra-op threads, as in `make_session` (default: physical cores). `path` may also be
-    an open session (for example one with session config entries); `threads` is then its own.
+    an open session (for example one with session config entries) or a runner with the same
+    methods (`runtimes.OpenVINORunner`); `threads` is then its own.
 
     A dynamically quantized model computes its activation scales over each batch, so its scores
     move a little with `batch`: compare variants at the same batch size.
@@ -133,8 +134,8 @@ def logits(
         raise ValueError(
             f"batch must be a whole number >= 1 (rows per run); got {batch!r}. Pass e.g. batch=500."
         )
-    if isinstance(path, ort.InferenceSession):  # a session opened with options of its own
-        session, model = path, "the session's model"
+    if not isinstance(path, str | Path):  # a session opened with options of its own, or a runner
+        session, model = path, getattr(path, "name", "the session's model")
     else:
         session, model = make_session(path, threads), Path(path).name
     inputs = session.get_inputs()

@@ -109,6 +109,10 @@ def prepare_command(progress: bool = True, archive: Path | None = None) -> int:
     return 0
 
 
+# What a learner loses without an optional extra (doctor says it beside the missing package).
+OPTIONAL_WITHOUT = {"openvino": "lesson 05 skips its OpenVINO section and runs the rest"}
+
+
 def doctor() -> int:
     """Print the environment report; return 0 if everything the course needs is there, else 1."""
     import platform
@@ -131,7 +135,9 @@ def doctor() -> int:
         if row["extra"] in (None, "tooling"):
             problems.append(message)
         else:
-            print(f"    (only the {row['extra']} extra needs it; the lessons run without it)")
+            print(
+                f"    (only the {row['extra']} extra needs it; {OPTIONAL_WITHOUT.get(row['extra'], 'the lessons run without it')})"
+            )
 
     cpu = hardware.cpu_report()
     print(f"\nCPU: {cpu['cpu']} ({cpu['logical_cores']} logical cores, {cpu['machine']})")

@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -67,9 +68,11 @@ class Launch:
         url = f"https://mybinder.org/v2/gh/{self.slug}/{self.branch}"
         return url + (f"?labpath={quote(notebook_path(notebook, edition), safe='')}" if notebook else "")
 
-    def pip_requirement(self) -> str:
-        """What the Colab setup cell installs: this course's package from the repository."""
-        return f"onnx-quant-course @ git+{self.repository}@{self.branch}"
+    def pip_requirement(self, extras: Sequence[str] = ()) -> str:
+        """What the Colab setup cell installs: this course's package from the repository, with the
+        extras a lesson needs (e.g. 'onnx-quant-course[openvino] @ git+…')."""
+        wanted = f"[{','.join(extras)}]" if extras else ""
+        return f"onnx-quant-course{wanted} @ git+{self.repository}@{self.branch}"
 
 
 def read_launch(pyproject: Path = PYPROJECT) -> Launch:
@@ -98,9 +101,19 @@ def badges_markdown(launch: Launch, notebook: str | None = None) -> str:
 DRIVE_FOLDER = "/content/drive/MyDrive/onnx-quant-course"
 
 
-def setup_cell(launch: Launch) -> str:
+# Extras a lesson's Colab setup cell installs beside the core package (pyproject.toml's extras).
+LESSON_EXTRAS: dict[str, tuple[str, ...]] = {"05": ("openvino",)}
+
+
+def lesson_extras(notebook: str) -> tuple[str, ...]:
+    """The extras the lesson `notebook` (a file name such as '05_hardware_and_speed.ipynb') needs."""
+    return LESSON_EXTRAS.get(Path(notebook).name.split("_", 1)[0], ())
+
+
+def setup_cell(launch: Launch, extras: Sequence[str] = ()) -> str:
     """The first code cell of every lesson: nothing outside Colab; in Colab, install, fetch data and models."""
-    return f'''{SETUP_MARK}
+    also = f"\n# This lesson's cell also installs the course's extra: {', '.join(extras)}." if extras else ""
+    return f'''{SETUP_MARK}{also}
 # Outside Colab it does nothing. In Colab it installs course_lib from the course's repository, makes
 # Fashion-MNIST available (torchvision's downloader; the course verifies every file) and gets the
 # two trained demo models: the release download, checked byte for byte, when a release is
@@ -120,7 +133,7 @@ if "google.colab" in sys.modules:
 
         drive.mount("/content/drive")
         os.environ["COURSE_DATA_DIR"] = "{DRIVE_FOLDER}"
-    course = "{launch.pip_requirement()}"
+    course = "{launch.pip_requirement(extras)}"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", course], check=True)
     import course_lib
 
@@ -153,7 +166,7 @@ def render_source(source: str, notebook: str, launch: Launch) -> str:
     header, cells = _split_cells(source)
     cells = [c for c in cells if BADGE_MARK not in c and SETUP_MARK not in c]
     badge = _percent_cell("markdown", f"{BADGE_MARK}\n{badges_markdown(launch, notebook)}") + "\n"
-    setup = _percent_cell("code", setup_cell(launch)) + "\n\n"
+    setup = _percent_cell("code", setup_cell(launch, lesson_extras(notebook))) + "\n\n"
     # cells[0] is the title cell (title, goal, plan); the setup must run before the imports.
     return header + badge + cells[0] + setup + "".join(cells[1:])
 

@@ -1,0 +1,215 @@
+"""The same ONNX file on a second runtime: OpenVINO beside ONNX Runtime.
+
+Lesson 05 loads the course's fp32 and QDQ files in OpenVINO's own Python API (`openvino.Core`,
+`compile_model`) and compares them with ONNX Runtime. The lesson makes those calls itself; this
+module holds what is plumbing around them:
+
+    openvino_or_none   the `openvino` module, or None when it is not installed
+    require_openvino   the module, or an ImportError that says how to install it
+    OpenVINORunner     a compiled model behind the methods `measure` uses (`run`, `get_inputs`,
+                       `get_outputs`), so `compare_latency` times it in turn with an ONNX Runtime
+                       session and `measure.logits` scores it
+    precision_hint     the precision a compiled model computes its float parts in ("f32", "bf16", …);
+                       expected_default_precision: the one OpenVINO documents for this CPU
+    layer_precisions   what each compute layer of the compiled model really runs: its runtime
+                       precision and primitive (OpenVINO's kernel), read from the runtime model
+
+OpenVINO lowers float precision by default where the CPU has a fast path (bf16 on x86 with
+AVX512_BF16 or AMX, f16 on ARM); `{"INFERENCE_PRECISION_HINT": "f32"}` pins f32.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+INSTALL_HINT = (
+    "pip install openvino  (or, with the course: pip install 'onnx-quant-course[openvino]'; "
+    "`make` installs it)"
+)
+
+# The layer types that do a model's multiply-adds, as OpenVINO's runtime model names them.
+COMPUTE_LAYERS = ("Convolution", "FullyConnected", "MatMul", "GroupConvolution", "Deconvolution")
+
+# OpenVINO's short element-type names, as `runtimePrecision` reports them, in the lessons' words.
+PRECISION_WORDS = {
+    "f32": "float32",
+    "bf16": "bfloat16",
+    "f16": "float16",
+    "u8": "uint8 (INT8)",
+    "i8": "int8 (INT8)",
+}
+
+
+def openvino_or_none() -> ModuleType | None:
+    """The `openvino` module when it is installed and imports, else None (a lesson then skips the
+    OpenVINO section and says how to install it)."""
+    try:
+        return importlib.import_module("openvino")
+    except ImportError:
+        return None
+
+
+def require_openvino() -> ModuleType:
+    """The `openvino` module, or an ImportError that names the fix."""
+    module = openvino_or_none()
+    if module is None:
+        raise ImportError(
+            "OpenVINO is not installed: this needs the `openvino` package (an optional extra of the "
+            f"course). Install it with: {INSTALL_HINT}. Then restart the kernel."
+        )
+    return module
+
+
+def _short(element_type: Any) -> str:
+    """An OpenVINO element type (ov.Type, or its string) as its short name: 'f32', 'bf16', 'u8'."""
+    name = getattr(element_type, "get_type_name", None)
+    if callable(name):
+        return str(name())
+    text = str(element_type)
+    return {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}.get(text, text)
+
+
+def expected_default_precision(features: Mapping[str, bool] | None = None, machine: str | None = None) -> str:
+    """The precision OpenVINO's CPU plugin documents as its default for a float32 model's float
+    parts on this CPU (or on `features`, a `hardware.half_float_features()` dict, and `machine`):
+    'bf16' on x86 with AVX512_BF16 or AMX, 'f16' on ARM with FP16 arithmetic, else 'f32'."""
+    import platform
+
+    from . import hardware
+
+    f = hardware.half_float_features() if features is None else features
+    arm = (machine or platform.machine()).lower() in ("arm64", "aarch64")
+    if arm:
+        return "f16" if f.get("ARM fp16") else "f32"
+    return "bf16" if f.get("AVX-512 BF16") or f.get("AMX (BF16)") else "f32"
+
+
+def precision_hint(compiled: Any) -> str:
+    """The precision the compiled model computes its float parts in: 'f32', 'bf16' or 'f16'."""
+    return _short(compiled.get_property("INFERENCE_PRECISION_HINT"))
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer of a compiled model's runtime graph: what it is and what it really ran."""
+
+    name: str
+    layer_type: str
+    runtime_precision: str  # the precision its kernel computes in: f32, bf16, u8, i8 …
+    output_precision: str
+    primitive: str  # OpenVINO's kernel, e.g. 'brgconv_avx512_I8' or 'jit_avx2_FP32'
+
+
+def runtime_layers(compiled: Any) -> list[Layer]:
+    """Every layer of the compiled model's runtime graph, in execution order."""
+    layers = []
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        info = op.get_rt_info()
+
+        def read(key: str, info=info) -> str:
+            return info[key].astype(str) if key in info else ""
+
+        layers.append(
+            Layer(
+                name=op.get_friendly_name(),
+                layer_type=read("layerType"),
+                runtime_precision=read("runtimePrecision"),
+                output_precision=read("outputPrecisions"),
+                primitive=read("primitiveType"),
+            )
+        )
+    return layers
+
+
+def layer_precisions(
+    compiled_or_layers: Any, layer_types: Iterable[str] = COMPUTE_LAYERS
+) -> Counter[tuple[str, str]]:
+    """How many compute layers ran in which precision: {(layer type, runtime precision): count}.
+
+    Accepts a compiled model or a list of `Layer`s (from `runtime_layers`)."""
+    layers = (
+        compiled_or_layers if isinstance(compiled_or_layers, list) else runtime_layers(compiled_or_layers)
+    )
+    wanted = set(layer_types)
+    return Counter(
+        (layer.layer_type, layer.runtime_precision) for layer in layers if layer.layer_type in wanted
+    )
+
+
+def describe_precisions(counts: Mapping[tuple[str, str], int]) -> str:
+    """E.g. '20 Convolution in u8, 1 FullyConnected in bf16' (largest counts first)."""
+    if not counts:
+        return "no compute layers"
+    parts = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{n} {layer_type} in {precision}" for (layer_type, precision), n in parts)
+
+
+def integer_share(counts: Mapping[tuple[str, str], int]) -> float:
+    """The share of compute layers whose kernel computes in an 8-bit integer type (u8 or i8)."""
+    total = sum(counts.values())
+    return sum(n for (_, p), n in counts.items() if p in ("u8", "i8")) / total if total else 0.0
+
+
+class OpenVINORunner:
+    """A compiled OpenVINO model behind the methods timing and scoring use (`run(None, feed)`,
+    `get_inputs()`, `get_outputs()`), like `measure.TorchRunner`, so that `measure.compare_latency`
+    times it in turn with an ONNX Runtime session on the same feed dict.
+
+    `threads` must be the compiled model's own INFERENCE_NUM_THREADS: pass
+    `{"INFERENCE_NUM_THREADS": threads}` to `compile_model`, as the lesson does."""
+
+    def __init__(self, compiled: Any, threads: int | None = None, name: str = "openvino"):
+        found = int(compiled.get_property("INFERENCE_NUM_THREADS"))
+        if threads is not None and threads != found:
+            raise ValueError(
+                f"threads={threads} was asked for, but this compiled model runs with {found} threads. "
+                f'Compile it with {{"INFERENCE_NUM_THREADS": {threads}}} so both runtimes use the same '
+                "threads, or leave threads out."
+            )
+        self.compiled, self.threads, self.name = compiled, found, name
+        self._request = compiled.create_infer_request()
+
+    @staticmethod
+    def _describe(port: Any) -> SimpleNamespace:
+        shape = [d.get_length() if d.is_static else "N" for d in port.get_partial_shape()]
+        element = _short(port.get_element_type())
+        onnx_type = {
+            "f32": "float",
+            "f16": "float16",
+            "i64": "int64",
+            "i32": "int32",
+            "u8": "uint8",
+            "i8": "int8",
+        }
+        return SimpleNamespace(
+            name=port.get_any_name(), shape=shape, type=f"tensor({onnx_type.get(element, element)})"
+        )
+
+    def get_inputs(self) -> list[SimpleNamespace]:
+        return [self._describe(port) for port in self.compiled.inputs]
+
+    def get_outputs(self) -> list[SimpleNamespace]:
+        return [self._describe(port) for port in self.compiled.outputs]
+
+    def run(self, output_names: Any, feed: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        """Run one inference; return the outputs named (all when None) as numpy arrays, in order."""
+        self._request.infer({name: np.asarray(array) for name, array in feed.items()})
+        ports = list(self.compiled.outputs)
+        if output_names is not None:
+            by_name = {port.get_any_name(): i for i, port in enumerate(ports)}
+            missing = [n for n in output_names if n not in by_name]
+            if missing:
+                raise ValueError(
+                    f"{self.name} has no output {missing[0]!r}; its outputs are {sorted(by_name)}."
+                )
+            indices = [by_name[n] for n in output_names]
+        else:
+            indices = range(len(ports))
+        return [self._request.get_output_tensor(i).data.copy() for i in indices]
