@@ -5,7 +5,10 @@ ResNet18 and the text encoder that the lessons made, and times each against its 
 baseline with `measure.compare_latency` (turns in blocks, the same feed, fixed threads): a
 ratio and its interval always come from the same runs as the medians printed beside it.
 ONNX Runtime is also set against PyTorch on the same weights: fp32 against fp32, and
-ONNX Runtime's INT8 against PyTorch's dynamic INT8 (`torch.ao`).
+ONNX Runtime's INT8 against PyTorch's dynamic INT8 (`torch.ao`). Where the `openvino` package is
+installed, lesson 05's four OpenVINO runs of the ResNet18 (the fp32 file with f32 pinned and with
+OpenVINO's default precision, the U8S8 and S8S8 per-channel QDQ files) are each timed in turn
+against ONNX Runtime's fp32 too; without it, one line says they were skipped and how to install it.
 
 A benchmark, not a test: it prints figures and writes them (JSON and a plot) under build/bench.
 """
@@ -23,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import data, measure, models, pipeline, text_encoder
+from .. import data, measure, models, pipeline, runtimes, text_encoder
 from ..variants import BEST_RESNET, RESNET_VARIANTS, build_resnet_variants, production_resnet_variant
 from . import keys
 from .paths import BUILD
@@ -32,6 +35,18 @@ from .paths import BUILD
 LABELS = {models.RESNET18: "ResNet18", text_encoder.NAME: "MiniLM-L6"}
 FP32 = keys.FP32_BASELINE  # "onnxruntime fp32": the baseline every INT8 variant is timed against
 EQUAL_SPEED = "as fast as the baseline"  # the plot's line at 1x (the baseline: fp32, or PyTorch's)
+
+# OpenVINO's runs of the ResNet18, named as lesson 05 names them: the file each runs ("fp32" or a
+# variant of variants.RESNET_VARIANTS) and its compile settings beside the threads. By default
+# OpenVINO computes the float layers in bf16 on x86 CPUs with AVX512_BF16 or AMX (f16 on ARM with
+# FP16 arithmetic); the pinned run keeps f32, the like-for-like fp32 comparison.
+OPENVINO_RUNS: dict[str, tuple[str, dict[str, str]]] = {
+    "OpenVINO fp32, f32 pinned": ("fp32", {"INFERENCE_PRECISION_HINT": "f32"}),
+    "OpenVINO fp32, default": ("fp32", {}),
+    "OpenVINO U8S8 per-channel": ("static U8S8 per-channel", {}),
+    "OpenVINO S8S8 per-channel": ("static S8S8 per-channel", {}),
+}
+OPENVINO_SKIPPED = "OpenVINO rows skipped: the openvino package is not installed. Install it with: "
 
 
 @dataclass
@@ -49,6 +64,7 @@ class BenchConfig:
     text_sequence: int = 128
     text_runs: int = 8
     pytorch: bool = True
+    openvino: bool = True  # OPENVINO_RUNS, where the openvino package is installed
 
 
 QUICK = BenchConfig(
@@ -82,6 +98,8 @@ class Row:
     agreement: float | None = None
     size_mb: float | None = None
     sequence: int | None = None  # the text encoder's sequence length
+    runtime: str | None = None  # the candidate's runtime where it is not ONNX Runtime: "OpenVINO 2026.4.1-…"
+    precision: str | None = None  # OpenVINO's INFERENCE_PRECISION_HINT: what its float layers ran in
 
     @property
     def label(self) -> str:
@@ -148,8 +166,14 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
     result = BenchResult(config=asdict(config), environment=measure.environment_fingerprint())
     t = config.threads
 
+    openvino = runtimes.openvino_or_none() if config.openvino else None
+    if config.openvino and openvino is None:
+        log(OPENVINO_SKIPPED + runtimes.INSTALL_HINT)
+    ov_files = [f for f, _ in OPENVINO_RUNS.values() if f != "fp32"] if openvino is not None else []
+
     log("ResNet18 (Fashion-MNIST): building variants …")
-    paths = build_resnet_variants(out_dir / "models", config.variants, log=log)
+    names = tuple(dict.fromkeys((*config.variants, *ov_files)))  # OpenVINO's files too, built once
+    paths = build_resnet_variants(out_dir / "models", names, log=log)
     images, labels = data.load_split("test")
     x_all = data.preprocess(images[: config.eval_images])
     y = labels[: config.eval_images]
@@ -177,6 +201,9 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
             )
             log(f"  {name:<38} batch {batch:>3}: {c.speedup:.2f}x fp32")
     result.config["resnet_fp32"] = {"accuracy": float((ref.argmax(1) == y).mean()), "size_mb": fp32_mb}
+    result.config["openvino_version"] = None if openvino is None else openvino.__version__
+    if openvino is not None:
+        result.rows += _bench_openvino(openvino, config, paths, x_all, y, ref, log)
 
     if config.pytorch:
         import torch
@@ -223,6 +250,49 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
     (out_dir / "bench.json").write_text(json.dumps(result.to_dict(), indent=2))
     plot(result, out_dir / "bench.png")
     return result
+
+
+def _bench_openvino(openvino, config: BenchConfig, paths: dict, x_all, y, ref, log) -> list[Row]:
+    """OPENVINO_RUNS, each compiled with the bench's threads and timed in turn against ONNX Runtime's
+    fp32 session at every batch size; accuracy and agreement on the same images as the variants."""
+    threads = config.threads or measure.physical_cores()  # both runtimes: the same threads
+    core = openvino.Core()
+    runtime = f"OpenVINO {openvino.__version__}"
+    log(f"{short_runtime(runtime)} (CPU plugin): the fp32 and QDQ files, each against {FP32} …")
+    rows = []
+    for name, (file, extra) in OPENVINO_RUNS.items():
+        compiled = core.compile_model(str(paths[file]), "CPU", {"INFERENCE_NUM_THREADS": threads} | extra)
+        runner = runtimes.OpenVINORunner(compiled, threads=threads, name=name)
+        precision = runtimes.precision_hint(compiled)
+        p = measure.parity(ref, measure.logits(runner, x_all), y)
+        for batch in config.batch_sizes:
+            c = measure.compare_latency(
+                {FP32: paths["fp32"], name: runner},
+                {"input": x_all[:batch]},
+                threads=threads,
+                warmup=config.warmup,
+                runs=config.runs,
+            )
+            rows.append(
+                _row(
+                    models.RESNET18,
+                    batch,
+                    c,
+                    accuracy=p.candidate_accuracy,
+                    agreement=p.agreement,
+                    size_mb=paths[file].stat().st_size / 1e6,
+                    runtime=runtime,
+                    precision=precision,
+                )
+            )
+            log(f"  {name + f' ({precision})':<38} batch {batch:>3}: {c.speedup:.2f}x fp32")
+    return rows
+
+
+def short_runtime(runtime: str) -> str:
+    """A runtime and its version without the build suffix: "OpenVINO 2026.4.1-22982-e21…" -> "OpenVINO 2026.4.1"."""
+    name, _, version = runtime.rpartition(" ")
+    return f"{name} {version.split('-')[0]}" if name else runtime
 
 
 @contextmanager
@@ -308,7 +378,8 @@ def table(result: BenchResult) -> str:
     """The result as a fixed-width text table, one line per comparison."""
     head = (
         f"{'model':<20} {'batch':>5}  {'candidate':<38} {'baseline':<30} {'base ms':>8} {'cand ms':>8} "
-        f"{'p10-p90 ms':>15} {'ratio':>6} {'interval':>11} {'acc/cos':>7} {'agree':>7} {'MB':>6}"
+        f"{'p10-p90 ms':>15} {'ratio':>6} {'interval':>11} {'acc/cos':>7} {'agree':>7} {'MB':>6} "
+        f"{'precision':>9}"
     )
     lines = [head, "-" * len(head)]
     for r in result.rows:
@@ -318,12 +389,19 @@ def table(result: BenchResult) -> str:
             f"{r.speedup:>5.2f}x {f'{r.speedup_low:.2f}-{r.speedup_high:.2f}':>11} "
             f"{'' if r.accuracy is None else f'{r.accuracy:.4f}':>7} "
             f"{'' if r.agreement is None else f'{r.agreement:.2%}':>7} "
-            f"{'' if r.size_mb is None else f'{r.size_mb:.1f}':>6}"
+            f"{'' if r.size_mb is None else f'{r.size_mb:.1f}':>6} {r.precision or '':>9}"
         )
     lines.append(
         "ratio = baseline median / candidate median (above 1: the candidate is faster), from the same "
         "interleaved runs; interval: 90% paired bootstrap."
     )
+    ov = sorted({short_runtime(r.runtime) for r in result.rows if r.runtime})
+    if ov:
+        lines.append(
+            f"OpenVINO rows: {', '.join(ov)}, timed in turn with ONNX Runtime's fp32 session; precision: what "
+            "OpenVINO computed the float layers in (INFERENCE_PRECISION_HINT; by default bf16 on CPUs with "
+            "AVX512_BF16 or AMX)."
+        )
     return "\n".join(lines)
 
 
@@ -348,11 +426,16 @@ def figure(result: BenchResult):
     ratio_axis(
         ax, [*ratios, *(r.speedup_low for r in rows), *(r.speedup_high for r in rows)], label=EQUAL_SPEED
     )
-    ax.set_yticks(y, [f"{r.label}, b{r.batch}: {r.candidate} vs {r.baseline}" for r in rows], fontsize=7)
+    ax.set_yticks(y, [f"{r.label}, b{r.batch}: {_candidate(r)} vs {r.baseline}" for r in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("baseline time / candidate time (log scale; right of 1x: the candidate is faster)")
     fig.tight_layout()
     return fig
+
+
+def _candidate(row: Row) -> str:
+    """The candidate as the plot names it: an OpenVINO run with its precision, "OpenVINO fp32, default (bf16)"."""
+    return row.candidate if row.precision is None else f"{row.candidate} ({row.precision})"
 
 
 def plot(result: BenchResult, path: Path) -> Path:
@@ -381,4 +464,6 @@ def record_results(result: BenchResult) -> None:
                 "accuracy": row.accuracy,
                 "agreement": row.agreement,
             },
+            options={"batch": row.batch}
+            | ({} if row.runtime is None else {"runtime": row.runtime, "precision": row.precision}),
         )
