@@ -159,3 +159,46 @@ def test_without_openvino_the_course_says_how_to_install_it(monkeypatch):
     assert runtimes.openvino_or_none() is None
     with pytest.raises(ImportError, match=r"pip install openvino.*restart the kernel"):
         runtimes.require_openvino()
+
+
+def _lesson_05_code_cells():
+    import jupytext
+
+    from conftest import ROOT
+
+    cells = jupytext.read(ROOT / "notebooks" / "src" / "05_hardware_and_speed.py").cells
+    section, found = None, []
+    for cell in cells:
+        if cell.cell_type == "markdown" and cell.source.startswith("## "):
+            section = cell.source.splitlines()[0]
+        elif cell.cell_type == "code":
+            found.append((section, cell.source))
+    return found
+
+
+def test_lesson_05s_openvino_section_runs_without_openvino(monkeypatch, capsys):
+    """Without the package, section 7's cells run (printing how to install it) and nothing else in
+    the lesson touches what they would have made."""
+    import re
+
+    from IPython.display import Markdown, display
+
+    import course_lib as cl
+
+    monkeypatch.setitem(sys.modules, "openvino", None)
+    cells = _lesson_05_code_cells()
+    section7 = [src for sec, src in cells if sec and sec.startswith("## 7.")]
+    assert len(section7) >= 5
+    namespace = {"runtimes": runtimes, "measure": measure, "hardware": hardware, "cl": cl, "np": np}
+    namespace |= {"display": display, "Markdown": Markdown}
+    for source in section7:
+        exec(
+            compile(source, "lesson-05-section-7", "exec"), namespace
+        )  # a NameError means a cell is unguarded
+    assert namespace["openvino"] is None
+    assert "OpenVINO is not installed: pip install openvino" in capsys.readouterr().out
+    # Elsewhere in the lesson, every cell that reads section 7's results checks for OpenVINO first.
+    made_there = re.compile(r"\b(ov_\w+|core\.|compiled)\b")
+    for sec, source in cells:
+        if not (sec or "").startswith("## 7.") and made_there.search(source):
+            assert "openvino is not None" in source, f"unguarded in {sec}:\n{source[:300]}"
