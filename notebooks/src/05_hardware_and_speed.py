@@ -1080,7 +1080,7 @@ cl.claim(
 # showed ONNX Runtime's choice: U8S8 on integer kernels, half of S8S8's convolutions in float.
 # Here the same two QDQ files, and the fp32 file, go through a second runtime: Intel's
 # **OpenVINO**, whose CPU plugin reads ONNX files directly and runs on x86 CPUs (AVX2, AVX-512,
-# AMX) and on ARM.
+# AMX) and on ARM (Apple Silicon and ARM Linux; its documentation says not on Windows on ARM).
 #
 # There are two ways to run a file on OpenVINO. ONNX Runtime's OpenVINO execution provider keeps
 # the `InferenceSession` API, but it comes in its own package, `onnxruntime-openvino`, which
