@@ -10,6 +10,8 @@ top to bottom. These are the library the lessons use:
     release       a published release: its archive's download and reading, each file checked by SHA-256
     pipeline      getting a verified model: cache, then archive, then release download, then training
     text_encoder  all-MiniLM-L6-v2: its published weights, the ONNX export, tokenized sentences, embeddings
+    nanogpt       lesson 07's character-level GPT (210k parameters) on the stdlib's source: trained here,
+                  cached (verified), exported to ONNX; perplexity and sample inputs
     affine        the INT8 encoding itself: scale, zero point, rounding as ONNX Runtime does it, error bounds
     calibration   CalibrationDataReaders that check what they feed (ArrayReader, DatasetReader), ranges
     pre_process   `quant_pre_process` step by step, and a model its shape inference cannot read
@@ -19,6 +21,9 @@ top to bottom. These are the library the lessons use:
                   (a package: one module for each)
     hardware      the CPU features that matter for INT8, ONNX Runtime's providers
     kernels       what ONNX Runtime really runs: the optimized graph, its kernels, a profile, drawings
+    runtimes      the same file on a second runtime: OpenVINO beside ONNX Runtime, the precision it ran
+    audit         the course's method on any ONNX model (`python -m course_lib audit`, lesson 07):
+                  variants that fit it and this CPU, measured, a decision and a report (a package)
     nodes         node names, checked before `nodes_to_exclude` (where a typo is silently ignored)
     qat           quantization-aware training's plumbing: BatchNorm folding, fake-quantized twins, export
     checks        the exercises' self-checks: each says whether an answer is right and, if not, why
@@ -42,6 +47,7 @@ import importlib
 # pays the 0.5 GB that importing torch costs here. Binder gives a notebook about 2 GB.
 _MODULES = (
     "affine",
+    "audit",
     "cache",
     "calibration",
     "checks",
@@ -52,10 +58,12 @@ _MODULES = (
     "kernels",
     "measure",
     "models",
+    "nanogpt",
     "nodes",
     "pipeline",
     "qat",
     "reference",
+    "runtimes",
     "text_encoder",
     "variants",
 )
@@ -81,6 +89,7 @@ _NAMES = {
     ),
     "hardware": ("cpu_report", "has_vnni", "onnxruntime_providers", "u8s8_can_saturate"),
     "models": ("MODELS", "TrainedModel", "export_onnx", "onnx_metadata"),
+    "nanogpt": ("ensure_nanogpt",),
     # Getting a verified model: cache, archive, release download, training (see `pipeline`);
     # `ensure_onnx` on a verified cache imports no PyTorch.
     "pipeline": ("ensure_model", "ensure_models", "ensure_onnx", "export_trained", "load_model"),
@@ -117,7 +126,10 @@ __all__ = [
     "explorers",
     "kernels",
     "measure",
+    "audit",
+    "nanogpt",
     "nodes",
+    "runtimes",
     "text_encoder",
     "variants",
     "MODELS",
@@ -128,6 +140,7 @@ __all__ = [
     "checked_node_names",
     "cpu_report",
     "ensure_model",
+    "ensure_nanogpt",
     "data_dir",
     "default_preprocessing",
     "ensure_onnx",

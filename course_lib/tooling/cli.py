@@ -17,6 +17,7 @@ site     the executed lessons and the report as a static HTML site in build/site
 timings  the instructor guide's table of run times and peak memory, from build/run.json
 launch   regenerate the Colab/Binder badges and setup cells from pyproject.toml's address (--check)
 release  the release files: the trained models in one archive and its manifest, and course_lib/release.json
+audit    a model you bring: every INT8 variant that fits it and this CPU, measured, and the one to ship
 """
 
 from __future__ import annotations
@@ -455,6 +456,44 @@ def launch(check: bool = False) -> int:
     return 0
 
 
+def _batch_sizes(text: str) -> tuple[int, ...]:
+    """'1,32' -> (1, 32), for --batch."""
+    try:
+        sizes = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected batch sizes as whole numbers >= 1 separated by commas, e.g. 1,32; got {text!r}"
+        )
+    return sizes
+
+
+def audit(
+    model: Path,
+    inputs: Path,
+    labels: Path | None = None,
+    batch: tuple[int, ...] = (1, 32),
+    out: Path | None = None,
+    progress: bool = True,
+) -> int:
+    """`audit`: the variants of MODEL that fit it and this CPU, measured; print the decision and the files."""
+    from ..audit import AuditError
+    from ..audit import audit as run_audit
+
+    out = out if out is not None else BUILD / "audit" / model.stem
+    try:
+        result = run_audit(model, inputs, labels=labels, batch=batch, out=out, progress=progress)
+    except AuditError as exc:
+        print(f"Cannot audit {model}: {exc}", file=sys.stderr)
+        return 2
+    print()
+    print(result._repr_markdown_())
+    files = ", ".join(str(path) for path in result.files.values())
+    print(f"Audit finished in {_fmt_seconds(result.seconds)}; report: {files}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     """The command line: one subcommand per function above, each with its options."""
     parser = argparse.ArgumentParser(prog="python -m course_lib", description=__doc__.split("\n\n")[0])
@@ -543,6 +582,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     la.add_argument("--check", action="store_true", help="only list what is out of date (exit 1 if any)")
     la.set_defaults(func=launch)
+    au = sub.add_parser(
+        "audit", help="a model you bring: its INT8 variants measured on this CPU, and the one to ship"
+    )
+    au.add_argument("model", type=Path, help="the fp32 ONNX model (external data beside it)")
+    au.add_argument(
+        "--inputs",
+        type=Path,
+        required=True,
+        help="sample inputs: an .npz with one array per model input, samples along axis 0 (at least 100)",
+    )
+    au.add_argument("--labels", type=Path, default=None, help="class indices, one per sample (.npy)")
+    au.add_argument(
+        "--batch", type=_batch_sizes, default=(1, 32), help="batch sizes to time, e.g. 1,32 (default)"
+    )
+    au.add_argument(
+        "--out", type=Path, default=None, help="folder for variants and reports (build/audit/MODEL)"
+    )
+    au.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    au.set_defaults(func=audit)
     return parser
 
 

@@ -1,0 +1,129 @@
+"""The decision: which variant to ship, from the measurements alone (a pure function).
+
+The rule, in the course's words: a variant is a candidate only if it passes the quality rule
+(lesson 04's acceptance rule with labels; cosine with fp32 without) and is clearly faster than
+fp32 at the largest batch asked, meaning the whole interval of its speed ratio lies above 1.0
+(lesson 05: a ratio is noisy, read its interval). The recommendation is the fastest candidate;
+candidates whose intervals overlap the fastest one's are tied on speed, and among those the one
+closest to fp32 wins, then the smaller file. None passes, or none is clearly faster: no
+recommendation, and the reason says which.
+
+    Measured   what the decision reads of one variant
+    Decision   the recommendation (or None), why, and one verdict per variant
+    decide     Measured records in, Decision out
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+# The lesson that teaches each kind of verdict.
+LESSONS = {
+    "recommended": "05_hardware_and_speed.ipynb",
+    "tied": "05_hardware_and_speed.ipynb",
+    "slower than the choice": "05_hardware_and_speed.ipynb",
+    "not faster": "05_hardware_and_speed.ipynb",
+    "not timed": "05_hardware_and_speed.ipynb",
+    "fails": "04_parity.ipynb",
+}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One measured variant, as the decision reads it.
+
+    `quality`: higher is closer to fp32, comparable between the variants of one audit (agreement
+    with fp32, or mean cosine); `speed`: batch size -> (ratio of medians fp32 / variant, interval
+    low, interval high); `why`: the quality rule's advice when it fails."""
+
+    name: str
+    passes: bool
+    quality: float
+    file_bytes: int
+    speed: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+    why: str = ""
+
+
+@dataclass
+class Decision:
+    """`recommended`: a variant's name or None; `reason`: why, in a sentence; `verdicts`: variant
+    -> (kind, sentence), kind one of LESSONS' keys; `tied`: the variants tied with the choice."""
+
+    recommended: str | None
+    batch: int
+    reason: str
+    verdicts: dict[str, tuple[str, str]]
+    tied: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["verdicts"] = {name: {"kind": kind, "text": text} for name, (kind, text) in self.verdicts.items()}
+        return d
+
+
+def ratio_text(speed: tuple[float, float, float]) -> str:
+    """'1.53x (1.48–1.58)'."""
+    ratio, low, high = speed
+    return f"{ratio:.2f}x ({low:.2f}–{high:.2f})"
+
+
+def decide(variants: Sequence[Measured], batch: int) -> Decision:
+    """The fastest variant that passes, at `batch`, judged by intervals; or None, saying why."""
+    verdicts: dict[str, tuple[str, str]] = {}
+    candidates = []
+    for v in variants:
+        if not v.passes:
+            verdicts[v.name] = ("fails", f"don't ship: fails the quality rule ({v.why})")
+        elif batch not in v.speed:
+            verdicts[v.name] = ("not timed", f"passes, but was not timed at batch {batch}")
+        elif v.speed[batch][1] <= 1.0:
+            low, high = v.speed[batch][1:]
+            where = "slower than" if high < 1.0 else "not clearly faster than"
+            verdicts[v.name] = (
+                "not faster",
+                f"passes, but {where} fp32 at batch {batch}: {ratio_text(v.speed[batch])}",
+            )
+        else:
+            candidates.append(v)
+    if not candidates:
+        passing = [v for v in variants if v.passes]
+        if not variants:
+            reason = "no variant was built for this model on this CPU (see the skipped variants)"
+        elif not passing:
+            reason = "no variant passes the quality rule: every INT8 file answers too differently from fp32"
+        else:
+            reason = (
+                f"the variants that pass the quality rule are not clearly faster than fp32 at batch {batch} "
+                "(their speed intervals reach 1.0x): on this CPU they buy size, not speed"
+            )
+        return Decision(None, batch, reason, verdicts)
+
+    fastest = max(candidates, key=lambda v: v.speed[batch][0])
+    low = fastest.speed[batch][1]
+    tied = [v for v in candidates if v.speed[batch][2] >= low]  # intervals overlap the fastest one's
+    choice = max(tied, key=lambda v: (v.quality, -v.file_bytes, v.speed[batch][0]))
+    others = [v.name for v in tied if v is not choice]
+    for v in candidates:
+        if v is choice:
+            continue
+        if v in tied:
+            verdicts[v.name] = (
+                "tied",
+                f"passes, {ratio_text(v.speed[batch])}: as fast as {choice.name} within the intervals; "
+                f"{choice.name} is closer to fp32 or smaller",
+            )
+        else:
+            verdicts[v.name] = (
+                "slower than the choice",
+                f"passes, {ratio_text(v.speed[batch])}: clearly slower than {choice.name}",
+            )
+    verdicts[choice.name] = (
+        "recommended",
+        f"recommended: passes the quality rule and runs at {ratio_text(choice.speed[batch])} fp32's speed "
+        f"at batch {batch}",
+    )
+    reason = f"{choice.name} is the fastest variant that passes, at batch {batch}: {ratio_text(choice.speed[batch])}"
+    if others:
+        reason += f"; tied on speed with {', '.join(others)}, and closer to fp32 or smaller"
+    return Decision(choice.name, batch, reason, verdicts, others)

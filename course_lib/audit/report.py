@@ -1,0 +1,268 @@
+"""The audit's report: markdown (read anywhere), HTML (markdown-it-py, when installed) and JSON.
+
+summary_markdown  the decision and the table (what a notebook shows for an AuditResult)
+to_markdown       the whole report: samples, where the work is, the table, every verdict
+                  explained with a link to the lesson that teaches it, skipped variants, debugging
+write             audit.md, audit.html and audit.json in the audit's folder
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import measure
+from ..units import format_duration
+from .decide import LESSONS, ratio_text
+
+if TYPE_CHECKING:
+    from .run import AuditResult
+
+LESSON_TITLES = {
+    "02_dynamic_quantization.ipynb": "lesson 02, dynamic quantization",
+    "03_static_qdq.ipynb": "lesson 03, static QDQ and calibration",
+    "04_parity.ipynb": "lesson 04, parity",
+    "05_hardware_and_speed.ipynb": "lesson 05, hardware and speed",
+    "06_past_w8a8.ipynb": "lesson 06, past W8A8",
+}
+
+# What each kind of verdict means, in the course's words.
+MEANING = {
+    "recommended": "Ship this one: it answers as fp32 does by the quality rule, the whole interval of its speed "
+    "ratio lies above 1.0x, and no other passing variant is clearly faster.",
+    "tied": "As fast as the choice within the noise of this run: the two intervals overlap, so neither can be "
+    "called faster. The choice is the one closer to fp32 (then the smaller file).",
+    "slower than the choice": "Passes, and is faster than fp32, but its interval lies wholly below the choice's.",
+    "not faster": "Passes the quality rule, but the interval of its speed ratio reaches 1.0x or lies below it: "
+    "on this CPU it buys a smaller file, not speed. Time it on the machine you deploy on.",
+    "not timed": "Passes, but no timing exists at the batch the decision is made at.",
+    "fails": "Answers too differently from fp32 on the evaluation samples; the rule's advice says where to look "
+    "first.",
+}
+
+
+def _lesson_link(lesson: str, out: Path) -> str:
+    """'[lesson 04, parity](../../notebooks/04_parity.ipynb)': relative to the report when this is
+    the course's checkout, else the notebook's file name."""
+    from ..data import source_checkout
+
+    title = LESSON_TITLES.get(lesson, lesson)
+    root = source_checkout()
+    if root is not None and (root / "notebooks" / lesson).is_file():
+        return f"[{title}]({Path(os.path.relpath(root / 'notebooks' / lesson, out)).as_posix()})"
+    return f"{title} (`notebooks/{lesson}`)"
+
+
+def _mb(n: int | None) -> str:
+    return "-" if n is None else f"{n / 1e6:,.1f} MB"
+
+
+def _coverage(c: dict[str, Any]) -> str:
+    # Pairs kernels could not read (an activation produced at run time) are left out.
+    types = ", ".join(f"{t} {n}" for t, n in sorted(c["types"].items()) if "?" not in t)
+    text = f"{c['integer']}/{c['compute']} ({c['coverage']:.0%})"
+    if c.get("weight_only"):
+        text += f", {c['weight_only']} 4-bit weight-only"
+    return text + (f" [{types}]" if types else "")
+
+
+def table(result: AuditResult) -> str:
+    """The decision table: fp32 first, then every measured variant."""
+    fp32 = result.fp32
+    rows = [
+        {
+            "variant": "fp32 (as given)",
+            "quality": "the reference",
+            "file": _mb(fp32["file_bytes"]),
+            "peak memory": _mb(fp32["peak_memory_bytes"]),
+            **{f"speed, batch {b}": "1.00x" for b in result.batches},
+            "integer kernels": _coverage(fp32["coverage"]),
+            "verdict": "the baseline",
+        }
+    ]
+    for v in result.variants:
+        kind, _ = result.decision.verdicts.get(v.name, ("-", ""))
+        rows.append(
+            {
+                "variant": v.name,
+                "quality": ("✔ " if v.quality.passes else "✘ ") + v.quality.text,
+                "file": f"{_mb(v.file_bytes)} ({v.file_bytes / fp32['file_bytes']:.2f} of fp32)",
+                "peak memory": _mb(v.memory.increase_bytes if v.memory else None),
+                **{
+                    f"speed, batch {b}": ratio_text(v.speed_tuple(b)) if b in v.speed else "-"
+                    for b in result.batches
+                },
+                "integer kernels": _coverage(v.coverage),
+                "verdict": kind,
+            }
+        )
+    return measure.markdown_table(rows)
+
+
+def summary_markdown(result: AuditResult) -> str:
+    d = result.decision
+    if d.recommended:
+        head = f"**Recommended: {d.recommended}** ({result.recommended_path}). {d.reason[0].upper()}{d.reason[1:]}."
+    else:
+        head = f"**No variant recommended**: {d.reason}."
+    return "\n\n".join([head, table(result)]) + "\n"
+
+
+def to_markdown(result: AuditResult) -> str:
+    d, out = result.decision, result.out
+    shares = result.shares
+    lines = [
+        f"# Audit of {result.model.name}",
+        "",
+        summary_markdown(result).rstrip(),
+        "",
+        f"CPU: {result.cpu}. Speed is fp32's median time over the variant's, timed in turn with fp32 "
+        f"(`measure.compare_latency`), with a 90 % bootstrap interval; the decision is made at batch {d.batch}, "
+        f"the largest asked. Peak memory: resident memory a fresh process adds to load and run batch "
+        f"{max(result.batches)}. Integer kernels: compute ops of the graph ONNX Runtime runs that multiply in "
+        f"integers. The audit took {format_duration(result.seconds)}.",
+        "",
+        "## The samples and the rule",
+        "",
+        f"- {result.split.describe()}.",
+        f"- Quality rule: {result.rule}.",
+        *[f"- {note[0].upper()}{note[1:]}." for note in result.notes[1:]],
+        "",
+        "## Where the work is",
+        "",
+        f"Multiply-adds of one sample ({shares.how}): "
+        + ", ".join(f"{op} {n / 1e6:,.1f} M" for op, n in sorted(shares.multiply_adds.items()))
+        + f"; MatMul/Gemm do {shares.share('MatMul', 'Gemm'):.0%} of them, and MatMuls hold "
+        f"{shares.share('MatMul', of='weights'):.0%} of the weights. That decides which quantizers fit: dynamic "
+        f"quantization pays where MatMuls do the work ({_lesson_link('02_dynamic_quantization.ipynb', out)}), "
+        f"static QDQ fits both ({_lesson_link('03_static_qdq.ipynb', out)}), 4-bit weight-only needs the weights "
+        f"in MatMuls ({_lesson_link('06_past_w8a8.ipynb', out)}).",
+        "",
+        "## Every verdict, explained",
+        "",
+    ]
+    for v in result.variants:
+        kind, text = d.verdicts.get(v.name, ("-", ""))
+        lesson = LESSONS.get(kind, v.lesson)
+        lines.append(f"- **{v.name}**: {text}. {MEANING.get(kind, '')} See {_lesson_link(lesson, out)}.")
+        if v.note:
+            lines.append(f"  Built with: {v.note}; see {_lesson_link(v.lesson, out)}.")
+        if v.sensitivity is not None:
+            lines.append(
+                f"  qdq_loss_debug ranked its layers by {v.sensitivity.ranked_by} and proposed keeping "
+                f"{', '.join(v.sensitivity.proposal)} in float; the rerun is the row '{v.name}, "
+                f"{len(v.sensitivity.proposal)} layers in float'."
+            )
+        if v.excluded:
+            before = next((u for u in result.variants if v.name.startswith(u.name + ",")), None)
+            if before is not None and v.coverage["integer"] >= before.coverage["integer"]:
+                lines.append(
+                    f"  The session still runs {v.coverage['integer']} integer compute ops, as many as before: "
+                    "ONNX Runtime fused the excluded layers with the Quantize/DequantizeLinear nodes around them "
+                    "into integer kernels, so their float weights were quantized when the session started."
+                )
+    if not result.variants:
+        lines.append("- No variant was measured.")
+    lines += ["", "## Skipped", ""]
+    lines += [f"- **{s.name}**: {s.reason}. See {_lesson_link(s.lesson, out)}." for s in result.skipped] or [
+        "- Nothing: every variant that fits was built and measured."
+    ]
+    debugged = [v for v in result.variants if v.sensitivity is not None]
+    if debugged:
+        lines += [
+            "",
+            "## Debugging with qdq_loss_debug",
+            "",
+            "For each static variant that failed, ONNX Runtime's `qdq_loss_debug` compared it with fp32 tensor by "
+            "tensor on calibration samples (SQNR in dB, higher is better; each bit is about 6 dB). A first layer "
+            "whose input is tens of dB below the rest points at the calibration data, not at layers "
+            f"({_lesson_link('04_parity.ipynb', out)}). The worst layers were kept in float "
+            "(`nodes_to_exclude`) and the variant built and measured once more: the row named '…, N layers in float'.",
+        ]
+        for v in debugged:
+            s = v.sensitivity
+            first = "-" if s.first_input_sqnr is None else f"{s.first_input_sqnr:.1f} dB"
+            lines += [
+                "",
+                f"### {v.name}",
+                "",
+                f"{s.samples} samples; first layer's input SQNR {first}; ranked by {s.ranked_by}.",
+                "",
+            ]
+            rows = [
+                {
+                    "layer": layer["node"],
+                    "op": layer["op"],
+                    "weight SQNR": _db(layer["weight_sqnr_db"]),
+                    "input SQNR": _db(layer["input_sqnr_db"]),
+                    "output SQNR": _db(layer["output_sqnr_db"]),
+                    "lost across it": _db(layer["loss_db"]),
+                    "proposed": "keep in float" if layer["node"] in s.proposal else "",
+                }
+                for layer in s.layers[:6]
+            ]
+            lines.append(measure.markdown_table(rows))
+    lines += [
+        "",
+        "## Files",
+        "",
+        f"- Variants: `{out / 'variants'}`; the pre-processed fp32 file: `{out / 'work'}`.",
+        f"- This report as data: `{out / 'audit.json'}`.",
+    ]
+    if result.recommended_path:
+        lines.append(f"- The recommended file: `{result.recommended_path}`.")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _db(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body{{font-family:system-ui,sans-serif;max-width:1300px;margin:2em auto;padding:0 1em;line-height:1.4}}
+table{{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em}}
+td,th{{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}}
+th{{background:#f3f3f3}} h2{{margin-top:2em;border-bottom:1px solid #ddd}}
+</style></head><body>
+{body}
+</body></html>
+"""
+
+
+def to_html(markdown: str, title: str) -> str | None:
+    """The markdown rendered by markdown-it-py (tables on, raw HTML off), or None without it."""
+    try:
+        from markdown_it import MarkdownIt
+    except ImportError:
+        return None
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    return PAGE.format(title=html.escape(title), body=md.render(markdown))
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    return str(value)
+
+
+def write(result: AuditResult) -> dict[str, Path]:
+    """audit.md, audit.html (when markdown-it-py is installed) and audit.json under result.out."""
+    out = result.out
+    markdown = to_markdown(result)
+    files = {"markdown": out / "audit.md", "json": out / "audit.json"}
+    files["markdown"].write_text(markdown, encoding="utf-8")
+    files["json"].write_text(
+        json.dumps(result.to_dict(), indent=2, default=_json_default) + "\n", encoding="utf-8"
+    )
+    page = to_html(markdown, f"Audit of {result.model.name}")
+    if page is not None:
+        files["html"] = out / "audit.html"
+        files["html"].write_text(page, encoding="utf-8")
+    return files

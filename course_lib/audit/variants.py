@@ -1,0 +1,449 @@
+"""Which INT8 variants fit a model and this CPU, and building them with ONNX Runtime's own calls.
+
+work_shares     where the multiply-adds and the weights sit: Conv, MatMul, Gemm (`WorkShares`)
+plan_variants   the variants to build, and those skipped with the reason (lessons 02, 03, 05, 06)
+pre_process     `quant_pre_process`, with `skip_symbolic_shape=True` when symbolic inference fails
+FeedReader      a CalibrationDataReader over sample rows of every input
+build           one variant: `quantize_dynamic`, `quantize_static` (QDQ) or `MatMulNBitsQuantizer`
+sensitive_layers  `qdq_loss_debug`: the layers that lose the most, to keep in float
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnxruntime.quantization import CalibrationDataReader
+
+_WEIGHTED = ("Conv", "MatMul", "Gemm")
+
+
+# --------------------------------------------------------------------------------------------
+# Where the work is
+# --------------------------------------------------------------------------------------------
+@dataclass
+class WorkShares:
+    """Multiply-adds of one sample, and weight elements, per op type that multiplies by a weight.
+
+    `how`: "symbolic shapes" (ONNX Runtime's symbolic shape inference, as measure.weight_work),
+    "onnx shapes" (ONNX's own), or "weights only" when no shapes were known: then the multiply-adds
+    are the weights' element counts, a stand-in."""
+
+    multiply_adds: dict[str, int]
+    weights: dict[str, int]
+    how: str
+
+    def share(self, *ops: str, of: str = "multiply_adds") -> float:
+        counts = getattr(self, of)
+        total = sum(counts.values())
+        return sum(counts.get(op, 0) for op in ops) / total if total else 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "multiply_adds": self.multiply_adds,
+            "weights": self.weights,
+            "how": self.how,
+            "matmul_gemm_share": self.share("MatMul", "Gemm"),
+            "matmul_weight_share": self.share("MatMul", of="weights"),
+        }
+
+
+def _shaped(
+    model: onnx.ModelProto, sample_shapes: Mapping[str, tuple[int, ...]]
+) -> tuple[onnx.ModelProto, str]:
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    for graph_input in model.graph.input:
+        if graph_input.name in sample_shapes:
+            dims = graph_input.type.tensor_type.shape.dim
+            for dim, size in zip(dims, (1, *sample_shapes[graph_input.name]), strict=False):
+                dim.Clear()
+                dim.dim_value = int(size)
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+        return SymbolicShapeInference.infer_shapes(model, auto_merge=True), "symbolic shapes"
+    except Exception:  # noqa: BLE001 - any failure: fall back to ONNX's own inference
+        pass
+    try:
+        return onnx.shape_inference.infer_shapes(model), "onnx shapes"
+    except Exception:  # noqa: BLE001
+        return model, "weights only"
+
+
+def work_shares(path: str | Path, sample_shapes: Mapping[str, tuple[int, ...]]) -> WorkShares:
+    """Multiply-adds per Conv / MatMul / Gemm for one sample of these shapes (batch 1), counted as
+    `measure.weight_work` counts them: a Conv uses its whole weight once per output position, a
+    MatMul or Gemm once per row of its output."""
+    model, how = _shaped(onnx.load(str(path)), sample_shapes)
+    graph = model.graph
+    weights = {t.name: tuple(t.dims) for t in graph.initializer}
+    shapes = {
+        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+        for v in (*graph.value_info, *graph.input, *graph.output)
+    }
+    macs: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    unknown = False
+    for node in graph.node:
+        if node.op_type not in _WEIGHTED or len(node.input) < 2 or node.input[1] not in weights:
+            continue
+        elements = int(np.prod(weights[node.input[1]], dtype=np.int64))
+        counts[node.op_type] = counts.get(node.op_type, 0) + elements
+        out = shapes.get(node.output[0])
+        if not out or not all(out):
+            unknown = True
+            continue
+        uses = int(np.prod(out, dtype=np.int64)) // (out[1] if node.op_type == "Conv" else out[-1])
+        macs[node.op_type] = macs.get(node.op_type, 0) + uses * elements
+    if unknown or not macs:
+        return WorkShares(dict(counts), dict(counts), "weights only")
+    return WorkShares(macs, counts, how)
+
+
+# --------------------------------------------------------------------------------------------
+# The plan: what fits this model and this CPU
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Plan:
+    """One variant to build: its name, the quantizer (`kind`: dynamic, static, 4-bit) and options."""
+
+    name: str
+    kind: str
+    options: dict[str, Any] = field(default_factory=dict)
+    lesson: str = ""
+    note: str = ""
+
+
+@dataclass
+class Skipped:
+    """A variant not built (or built and then set aside), and why, in the course's words."""
+
+    name: str
+    reason: str
+    lesson: str
+
+
+def plan_variants(
+    shares: WorkShares, *, saturates: bool, dot_product: bool
+) -> tuple[list[Plan], list[Skipped]]:
+    """The variants that fit: dynamic where MatMul/Gemm do most multiply-adds; static QDQ U8S8
+    per-channel and per-tensor (reduce_range where U8S8 can saturate); S8S8 per-channel, kept only
+    if its kernels turn out integer here; 4-bit weight-only where MatMuls hold most weights."""
+    plans: list[Plan] = []
+    skipped: list[Skipped] = []
+    if not shares.weights:
+        skipped.append(
+            Skipped(
+                "every INT8 variant",
+                "the model has no Conv, MatMul or Gemm with a constant weight: nothing that quantization speeds up",
+                "02_dynamic_quantization.ipynb",
+            )
+        )
+        return plans, skipped
+    matmul_work = shares.share("MatMul", "Gemm")
+    transformer_like = matmul_work >= 0.5
+    rr = {"reduce_range": True} if saturates else {}
+    rr_name = " reduce_range" if saturates else ""
+    if transformer_like:
+        plans.append(
+            Plan(
+                f"dynamic INT8 per-channel{rr_name}",
+                "dynamic",
+                {"weight_type": "QInt8", "per_channel": True, **rr},
+                "02_dynamic_quantization.ipynb",
+                f"MatMul/Gemm do {matmul_work:.0%} of the multiply-adds: where dynamic quantization pays",
+            )
+        )
+    else:
+        skipped.append(
+            Skipped(
+                "dynamic INT8",
+                f"MatMul/Gemm do only {matmul_work:.0%} of the multiply-adds (Conv the rest): quantize_dynamic "
+                "turns Convs into ConvInteger, which quantizes every activation at run time and runs no faster "
+                "than fp32 on a CNN",
+                "02_dynamic_quantization.ipynb",
+            )
+        )
+    # Static QDQ. On a MatMul model only the MatMuls/Gemms are quantized and their outputs stay
+    # float (lesson 06): quantizing LayerNorms and the rest costs accuracy and buys nothing.
+    static = {"quant_format": "QDQ", "activation_type": "QUInt8", "weight_type": "QInt8"}
+    if transformer_like:
+        static |= {
+            "op_types_to_quantize": ["MatMul", "Gemm"],
+            "extra_options": {"OpTypesToExcludeOutputQuantization": ["MatMul", "Gemm"]},
+        }
+    why_rr = "U8S8 kernels can saturate on this CPU (x86 without VNNI): reduce_range, as ONNX Runtime advises"
+    plans.append(
+        Plan(
+            f"static U8S8 per-channel{rr_name}",
+            "static",
+            {**static, "per_channel": True, **rr},
+            "03_static_qdq.ipynb",
+            why_rr if saturates else "",
+        )
+    )
+    plans.append(
+        Plan(
+            f"static U8S8 per-tensor{rr_name}",
+            "static",
+            {**static, "per_channel": False, **rr},
+            "03_static_qdq.ipynb",
+            why_rr if saturates else "",
+        )
+    )
+    plans.append(
+        Plan(
+            "static S8S8 per-channel",
+            "static",
+            {**static, "activation_type": "QInt8", "per_channel": True},
+            "03_static_qdq.ipynb",
+            "kept only if its kernels run integer here",
+        )
+    )
+    matmul_weights = shares.share("MatMul", of="weights")
+    if matmul_weights >= 0.5:
+        level = 4 if dot_product else 0
+        plans.append(
+            Plan(
+                "4-bit weight-only (MatMulNBits, blocks of 32)",
+                "4-bit",
+                {"bits": 4, "block_size": 32, "is_symmetric": False, "accuracy_level": level},
+                "06_past_w8a8.ipynb",
+                f"MatMuls hold {matmul_weights:.0%} of the weights; accuracy_level {level}"
+                + (
+                    " (integer arithmetic: this CPU has an INT8 dot product)"
+                    if level
+                    else " (float arithmetic)"
+                ),
+            )
+        )
+    else:
+        skipped.append(
+            Skipped(
+                "4-bit weight-only",
+                f"MatMuls hold only {matmul_weights:.0%} of the weights: MatMulNBits would leave most of the "
+                "file in float and change no Conv",
+                "06_past_w8a8.ipynb",
+            )
+        )
+    return plans, skipped
+
+
+# --------------------------------------------------------------------------------------------
+# Building
+# --------------------------------------------------------------------------------------------
+def pre_process(model: Path, out: Path, *, external_data: bool) -> str:
+    """`quant_pre_process(model, out)`; when symbolic shape inference fails, again with
+    `skip_symbolic_shape=True` (lesson 03), and when that fails too, the model as it is.
+    Returns what was done, in words."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    options = {"save_as_external_data": external_data}
+    # On failure ONNX Runtime leaves sym_shape_infer_temp.onnx in the working directory.
+    with contextlib.chdir(out.parent):
+        try:
+            quant_pre_process(str(model), str(out), **options)
+            return "pre-processed with quant_pre_process (symbolic shape inference, optimization, ONNX shape inference)"
+        except Exception as first:  # noqa: BLE001 - any failure of the symbolic step: try without it
+            why = f"{type(first).__name__}: {str(first)[:160]}"
+        try:
+            quant_pre_process(str(model), str(out), skip_symbolic_shape=True, **options)
+            return f"pre-processed with quant_pre_process(skip_symbolic_shape=True): symbolic shape inference failed ({why})"
+        except Exception as second:  # noqa: BLE001
+            onnx.save(onnx.load(str(model)), str(out), save_as_external_data=external_data)
+            return (
+                f"not pre-processed: quant_pre_process failed ({why}) and again without symbolic shapes "
+                f"({type(second).__name__}: {str(second)[:160]}); the model is quantized as it is"
+            )
+
+
+class FeedReader(CalibrationDataReader):
+    """ONNX Runtime's CalibrationDataReader over the same rows of every input, `batch` rows at a
+    time (the samples were checked when the audit read them)."""
+
+    def __init__(self, samples: Mapping[str, np.ndarray], batch: int = 16):
+        self.samples, self.batch = dict(samples), batch
+        self.count = len(next(iter(self.samples.values())))
+        self.rewind()
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        if self.start >= self.count:
+            return None
+        feed = {k: v[self.start : self.start + self.batch] for k, v in self.samples.items()}
+        self.start += self.batch
+        return feed
+
+    def rewind(self) -> None:
+        self.start = 0
+
+    def __len__(self) -> int:
+        return -(-self.count // self.batch)
+
+
+def _enums(options: Mapping[str, Any]) -> dict[str, Any]:
+    from onnxruntime.quantization import QuantFormat, QuantType
+
+    out = dict(options)
+    for key in ("activation_type", "weight_type"):
+        if key in out:
+            out[key] = QuantType[out[key]]
+    if "quant_format" in out:
+        out["quant_format"] = QuantFormat[out["quant_format"]]
+    return out
+
+
+def build(
+    plan: Plan,
+    fp32: Path,
+    out: Path,
+    calibration: Mapping[str, np.ndarray] | None,
+    *,
+    external_data: bool,
+    nodes_to_exclude: list[str] | None = None,
+) -> Path:
+    """Write the variant `plan` of the pre-processed `fp32` file to `out`."""
+    from onnxruntime.quantization import quantize_dynamic, quantize_static
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    extra = {"nodes_to_exclude": nodes_to_exclude} if nodes_to_exclude else {}
+    with _quiet_quantizer():
+        if plan.kind == "dynamic":
+            quantize_dynamic(
+                fp32, out, use_external_data_format=external_data, **_enums(plan.options), **extra
+            )
+        elif plan.kind == "static":
+            reader = FeedReader(calibration or {}, batch=16)
+            quantize_static(
+                fp32, out, reader, use_external_data_format=external_data, **_enums(plan.options), **extra
+            )
+        elif plan.kind == "4-bit":
+            from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+            quantizer = MatMulNBitsQuantizer(onnx.load(str(fp32)), **plan.options)
+            quantizer.process()
+            quantizer.model.save_model_to_file(str(out), use_external_data_format=external_data)
+        else:
+            raise ValueError(f"Unknown variant kind {plan.kind!r}; expected dynamic, static or 4-bit.")
+    return out
+
+
+@contextlib.contextmanager
+def _quiet_quantizer():
+    """The quantizer logs advice and progress through the root logger at INFO/WARNING; an audit
+    says what it does itself, so only errors pass while a variant is built."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+
+
+# --------------------------------------------------------------------------------------------
+# qdq_loss_debug: which layers lose the most
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Sensitivity:
+    """qdq_loss_debug's findings for one static variant: per compute layer, its weight SQNR and,
+    where its output is quantized, the dB its output lost against its input (both against fp32);
+    `proposal`: the layers to keep in float, worst first; `ranked_by`: which measure ranked them."""
+
+    variant: str
+    samples: int
+    layers: list[dict[str, Any]]
+    proposal: list[str]
+    ranked_by: str
+    first_input_sqnr: float | None
+
+    def to_dict(self) -> dict:
+        return {
+            "variant": self.variant,
+            "samples": self.samples,
+            "proposal": self.proposal,
+            "ranked_by": self.ranked_by,
+            "first_input_sqnr_db": self.first_input_sqnr,
+            "worst_layers": self.layers[:8],
+        }
+
+
+def sensitive_layers(
+    fp32: Path, variant: Path, samples: Mapping[str, np.ndarray], work: Path, *, name: str, keep: int = 3
+) -> Sensitivity:
+    """Compare the fp32 and QDQ files tensor by tensor with ONNX Runtime's `qdq_loss_debug`
+    (lesson 04): weights against their quantize-dequantize round trip, activations of both models
+    on the same samples. Layers are ranked by the SQNR their output loses across them where the
+    outputs are quantized, else by their weights' SQNR; the worst `keep` are proposed."""
+    from onnxruntime.quantization import qdq_loss_debug as qdq_debug
+
+    work.mkdir(parents=True, exist_ok=True)
+    # One run over all the rows, and only the tensors the comparison reads: the compute layers'
+    # inputs and outputs in fp32, the Quantize/DequantizeLinear pairs in the QDQ file. Saving every
+    # tensor (the debugger's default) took 4 GB on the text encoder.
+    reader = FeedReader(samples, batch=len(next(iter(samples.values()))))
+    aug_fp32, aug_q = work / "debug.fp32.onnx", work / f"debug.{variant.stem}.onnx"
+    with _quiet_quantizer():
+        qdq_debug.modify_model_output_intermediate_tensors(str(fp32), str(aug_fp32), list(_WEIGHTED))
+        float_acts = qdq_debug.collect_activations(str(aug_fp32), reader)
+        qdq_debug.modify_model_output_intermediate_tensors(
+            str(variant), str(aug_q), ["QuantizeLinear", "DequantizeLinear"]
+        )
+        reader.rewind()
+        acts = qdq_debug.collect_activations(str(aug_q), reader)
+        matched = qdq_debug.create_activation_matching(acts, float_acts)
+        # Only the tensors saved on both sides: a quantized tensor between two non-compute ops
+        # (a Relu's output before a Flatten) has no fp32 counterpart here.
+        matched = {name: pair for name, pair in matched.items() if "float" in pair}
+        errors = qdq_debug.compute_activation_error(matched)
+        weight_sqnr = qdq_debug.compute_weight_error(
+            qdq_debug.create_weight_matching(str(fp32), str(variant))
+        )
+    del acts, float_acts
+    for path in (aug_fp32, aug_q):
+        path.unlink(missing_ok=True)
+    graph = onnx.load(str(fp32), load_external_data=False).graph
+    initializers = {t.name for t in graph.initializer}
+
+    def act(tensor: str) -> float | None:
+        value = errors.get(tensor, {}).get("xmodel_err")
+        return None if value is None or not np.isfinite(value) else float(value)
+
+    layers = []
+    for node in graph.node:
+        if node.op_type not in _WEIGHTED or len(node.input) < 2 or node.input[1] not in initializers:
+            continue
+        before, after = act(node.input[0]), act(node.output[0])
+        layers.append(
+            {
+                "node": node.name,
+                "op": node.op_type,
+                "weight_sqnr_db": weight_sqnr.get(node.input[1]),
+                "input_sqnr_db": before,
+                "output_sqnr_db": after,
+                "loss_db": None if before is None or after is None else before - after,
+            }
+        )
+    # A layer's output is quantized unless the quantizer left it float (a Conv before a Relu, a
+    # MatMul with OpTypesToExcludeOutputQuantization): rank by that loss when most layers have one.
+    by_loss = [layer for layer in layers if layer["loss_db"] is not None]
+    if len(by_loss) >= max(1, len(layers) // 2):
+        ranked = sorted(by_loss, key=lambda layer: -layer["loss_db"])
+        ranked_by = "output SQNR lost across the layer"
+    else:
+        ranked = sorted(
+            (layer for layer in layers if layer["weight_sqnr_db"] is not None),
+            key=lambda layer: layer["weight_sqnr_db"],
+        )
+        ranked_by = "weight SQNR"
+    proposal = [layer["node"] for layer in ranked[:keep] if layer["node"]]
+    ranked += [layer for layer in layers if layer not in ranked]  # the rest, unranked, for the table
+    first = next((layer["input_sqnr_db"] for layer in layers if layer["input_sqnr_db"] is not None), None)
+    count = len(next(iter(samples.values())))
+    return Sensitivity(name, count, ranked, proposal, ranked_by, first)

@@ -1,0 +1,396 @@
+"""The audit (`course_lib.audit`, `python -m course_lib audit`): its errors, its split, which
+variants it plans, its decision (a pure function, on hand-made measurements), and the whole path
+on small hand-built models."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from course_lib.audit import (
+    AuditError,
+    Measured,
+    audit,
+    decide,
+    read_labels,
+    read_model,
+    read_samples,
+    split_samples,
+)
+from course_lib.audit.evaluate import batches_checked, float_quality, labelled_quality
+from course_lib.audit.variants import WorkShares, plan_variants, work_shares
+
+
+# ------------------------------------------------------------------------------------ models
+def _save(graph: onnx.GraphProto, path, opset: int = 17):
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def mlp(path, seed: int = 0, opset: int = 17):
+    """x (N, 16) -> MatMul 16x32 -> Relu -> MatMul 32x4 -> logits (N, 4)."""
+    rng = np.random.default_rng(seed)
+    w1 = rng.standard_normal((16, 32)).astype(np.float32) / 4
+    w2 = rng.standard_normal((32, 4)).astype(np.float32) / 4
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+            helper.make_node("Relu", ["h"], ["r"], name="relu"),
+            helper.make_node("MatMul", ["r", "w2"], ["logits"], name="fc2"),
+        ],
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 4])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")],
+    )
+    return _save(graph, path, opset)
+
+
+def conv_net(path, seed: int = 0):
+    """x (N, 1, 8, 8) -> Conv 8x3x3 -> Relu -> Flatten -> Gemm 288x3 -> y (N, 3)."""
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((8, 1, 3, 3)).astype(np.float32) / 3
+    fc = rng.standard_normal((3, 288)).astype(np.float32) / 17
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[0, 0, 0, 0]),
+            helper.make_node("Relu", ["c"], ["r"], name="relu"),
+            helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+            helper.make_node("Gemm", ["f", "fc"], ["y"], name="fc", transB=1),
+        ],
+        "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(fc, "fc")],
+    )
+    return _save(graph, path)
+
+
+def two_inputs(path):
+    """x (N, 4) + z (N, 4) -> MatMul 4x2 -> y."""
+    w = np.ones((4, 2), np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "z"], ["s"]), helper.make_node("MatMul", ["s", "w"], ["y"])],
+        "two",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 4]) for n in ("x", "z")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2])],
+        [numpy_helper.from_array(w, "w")],
+    )
+    return _save(graph, path)
+
+
+@pytest.fixture
+def mlp_file(tmp_path):
+    return mlp(tmp_path / "mlp.onnx")
+
+
+def _rows(n=120, seed=1):
+    return np.random.default_rng(seed).standard_normal((n, 16)).astype(np.float32)
+
+
+def _says(err: pytest.ExceptionInfo, *parts: str) -> None:
+    message = str(err.value)
+    missing = [p for p in parts if p not in message]
+    assert not missing, f"{missing} not in: {message}"
+
+
+# ------------------------------------------------------------------------------------ errors
+def test_a_missing_model_and_a_file_that_is_not_onnx(tmp_path):
+    with pytest.raises(AuditError) as err:
+        read_model(tmp_path / "nowhere.onnx")
+    _says(err, "Expected the path of an ONNX model", "found nothing at", "Check the path")
+    junk = tmp_path / "weights.onnx"
+    junk.write_bytes(b"PK\x03\x04 this is a zip, not a model" * 10)
+    with pytest.raises(AuditError) as err:
+        read_model(junk)
+    _says(
+        err, "Expected an ONNX model in weights.onnx", "found a file ONNX cannot read", "Pass the .onnx file"
+    )
+
+
+def test_an_opset_the_quantizer_cannot_take(tmp_path):
+    old = mlp(tmp_path / "old.onnx", opset=9)
+    with pytest.raises(AuditError) as err:
+        read_model(old)
+    _says(err, "takes ai.onnx opsets 10 to", "declares opset 9", "convert_version")
+    assert err.value.found == 9
+
+
+def test_missing_external_data(tmp_path):
+    path = mlp(tmp_path / "big.onnx")
+    model = onnx.load(str(path))
+    onnx.save(model, str(path), save_as_external_data=True, location="big.onnx.data", size_threshold=0)
+    assert read_model(path).external_data
+    (tmp_path / "big.onnx.data").unlink()
+    with pytest.raises(AuditError) as err:
+        read_model(path)
+    _says(err, "external data", "expected them beside it", "big.onnx.data is not there", "Copy the data file")
+
+
+def test_wrong_input_names(tmp_path):
+    info = read_model(two_inputs(tmp_path / "two.onnx"))
+    x = np.zeros((120, 4), np.float32)
+    with pytest.raises(AuditError) as err:
+        read_samples({"x": x, "zz": x}, info)
+    _says(
+        err,
+        "Expected one array per model input, named 'x', 'z'",
+        "holds 'x', 'zz'",
+        "missing 'z'",
+        "np.savez",
+    )
+    with pytest.raises(AuditError) as err:  # one array cannot feed two inputs
+        read_samples(x, info)
+    _says(err, "named 'x', 'z'", "one unnamed array", "np.savez(path, x=..., z=...)")
+
+
+def test_one_array_feeds_a_one_input_model_whatever_its_key(tmp_path, mlp_file):
+    npz = tmp_path / "s.npz"
+    np.savez(npz, _rows())  # saved as arr_0
+    got = read_samples(npz, read_model(mlp_file))
+    assert list(got) == ["x"] and got["x"].shape == (120, 16)
+
+
+def test_wrong_shape_dtype_and_values(mlp_file):
+    info = read_model(mlp_file)
+    with pytest.raises(AuditError) as err:
+        read_samples({"x": np.zeros((120, 15), np.float32)}, info)
+    _says(
+        err,
+        "Expected input 'x' of shape (N, 16) and dtype float32",
+        "got an array of shape (120, 15)",
+        "Reshape",
+    )
+    with pytest.raises(AuditError) as err:
+        read_samples({"x": np.zeros((120, 16), np.float64)}, info)
+    _says(err, "Expected input 'x'", "got dtype float64", "astype(np.float32)")
+    with pytest.raises(AuditError) as err:
+        read_samples({"x": np.zeros((120, 16), np.uint8)}, info)
+    _says(err, "got dtype uint8", "raw pixels", "preprocessing")
+    bad = _rows()
+    bad[3, 2] = np.nan
+    with pytest.raises(AuditError) as err:
+        read_samples({"x": bad}, info)
+    _says(err, "Expected finite values", "found NaN or infinity in 1 of 120", "Drop or repair")
+
+
+def test_too_few_samples_states_the_minimum(mlp_file):
+    with pytest.raises(AuditError) as err:
+        read_samples({"x": _rows(50)}, read_model(mlp_file))
+    _says(err, "Expected at least 100 samples", "found 50", "Save more")
+    assert (err.value.expected, err.value.found) == (100, 50)
+
+
+def test_labels_are_checked(mlp_file, tmp_path):
+    info = read_model(mlp_file)
+    with pytest.raises(AuditError) as err:
+        read_labels(np.zeros(99, np.int64), 120, info, "logits")
+    _says(err, "Expected 120 integer class indices", "got an array of shape (99,)", "same order")
+    with pytest.raises(AuditError) as err:
+        read_labels(np.zeros((120, 4), np.float32), 120, info, "logits")
+    _says(err, "shape (120, 4) and dtype float32", "labels.argmax(1)")
+    with pytest.raises(AuditError) as err:
+        read_labels(tmp_path / "none.npy", 120, info, "logits")
+    _says(err, "Expected the labels as an .npy file", "found nothing", "np.save")
+
+
+def test_batch_sizes_are_checked():
+    assert batches_checked((32, 1, 32), None) == ([1, 32], "")
+    assert batches_checked((1, 32), 1)[0] == [1]
+    with pytest.raises(AuditError) as err:
+        batches_checked((0, 32), None)
+    _says(err, "Expected batch sizes as whole numbers >= 1", "got (0, 32)", "Pass the batch sizes")
+
+
+# ------------------------------------------------------------------------------------ the split
+@pytest.mark.parametrize(("count", "calibration"), [(100, 20), (400, 80), (1000, 200), (5000, 200)])
+def test_the_split_is_disjoint_complete_and_repeatable(count, calibration):
+    split = split_samples(count)
+    assert len(split.calibration) == calibration and len(split.evaluation) == count - calibration
+    assert not set(split.calibration) & set(split.evaluation)
+    assert sorted([*split.calibration, *split.evaluation]) == list(range(count))
+    again = split_samples(count)
+    assert np.array_equal(split.calibration, again.calibration)
+    assert not np.array_equal(split.calibration, np.arange(calibration))  # random, not the first rows
+    assert "no sample is in both" in split.describe() and f"{calibration:,} calibrate" in split.describe()
+
+
+# ------------------------------------------------------------------------------------ the plan
+def test_where_the_work_is(tmp_path, mlp_file):
+    shares = work_shares(mlp_file, {"x": (16,)})
+    assert shares.multiply_adds == {"MatMul": 16 * 32 + 32 * 4} and shares.share("MatMul", "Gemm") == 1.0
+    conv = work_shares(conv_net(tmp_path / "conv.onnx"), {"x": (1, 8, 8)})
+    assert conv.multiply_adds == {"Conv": 36 * 72, "Gemm": 288 * 3}
+    assert conv.share("MatMul", "Gemm") < 0.5
+
+
+def test_the_plan_fits_the_model_and_the_cpu():
+    cnn = WorkShares({"Conv": 900, "Gemm": 100}, {"Conv": 900, "Gemm": 100}, "symbolic shapes")
+    plans, skipped = plan_variants(cnn, saturates=False, dot_product=True)
+    assert [p.name for p in plans] == [
+        "static U8S8 per-channel",
+        "static U8S8 per-tensor",
+        "static S8S8 per-channel",
+    ]
+    assert {s.name for s in skipped} == {"dynamic INT8", "4-bit weight-only"}
+    assert "ConvInteger" in next(s.reason for s in skipped if s.name == "dynamic INT8")
+    assert plans[0].options["per_channel"] and "op_types_to_quantize" not in plans[0].options
+
+    transformer = WorkShares({"MatMul": 900, "Conv": 100}, {"MatMul": 900, "Conv": 100}, "symbolic shapes")
+    plans, skipped = plan_variants(transformer, saturates=True, dot_product=False)
+    names = [p.name for p in plans]
+    assert (
+        names[0] == "dynamic INT8 per-channel reduce_range"
+        and "static U8S8 per-channel reduce_range" in names
+    )
+    assert names[-1].startswith("4-bit weight-only") and plans[-1].options["accuracy_level"] == 0
+    assert plans[1].options["op_types_to_quantize"] == ["MatMul", "Gemm"] and plans[1].options["reduce_range"]
+    assert skipped == []
+    nothing = plan_variants(WorkShares({}, {}, "weights only"), saturates=False, dot_product=True)
+    assert nothing[0] == [] and "nothing that quantization speeds up" in nothing[1][0].reason
+
+
+# ------------------------------------------------------------------------------------ quality
+def test_quality_with_labels_is_lesson_04s_rule():
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((400, 4))
+    labels = ref.argmax(1)
+    same = labelled_quality(ref, ref + 1e-4, labels)
+    assert same.passes and same.figures["agreement"] == 1.0 and "agreement 100.00%" in same.text
+    flipped = ref.copy()
+    flipped[:20] = -flipped[:20]  # 5 % of answers change
+    worse = labelled_quality(ref, flipped, labels)
+    assert not worse.passes and "per_channel" in worse.advice
+
+
+def test_quality_without_labels_is_cosine_and_relative_error():
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((200, 8))
+    close = float_quality(ref, ref + 0.01 * rng.standard_normal(ref.shape))
+    assert close.passes and close.figures["cosine_worst"] > 0.99
+    low, high = close.figures["cosine_mean_interval"]
+    assert low <= close.figures["cosine_mean"] <= high
+    one_bad = ref.copy()
+    one_bad[7] = -one_bad[7]
+    verdict = float_quality(ref, one_bad)
+    assert not verdict.passes and "1 sample(s) below" in verdict.advice
+    regression = float_quality(ref[:, :1], ref[:, :1] * 1.2)
+    assert not regression.passes and "relative errors" in regression.advice
+
+
+# ------------------------------------------------------------------------------------ decision
+def _m(name, passes=True, speed=(1.5, 1.4, 1.6), quality=0.995, size=100, batch=32):
+    return Measured(name, passes, quality, size, {batch: speed}, "" if passes else "drop over 1 point")
+
+
+def test_the_fastest_that_passes_is_recommended():
+    d = decide(
+        [
+            _m("a", speed=(1.3, 1.25, 1.35)),
+            _m("b", speed=(1.8, 1.7, 1.9)),
+            _m("c", passes=False, speed=(3, 2.9, 3.1)),
+        ],
+        32,
+    )
+    assert d.recommended == "b" and d.tied == []
+    assert d.verdicts["a"][0] == "slower than the choice" and d.verdicts["c"][0] == "fails"
+    assert "1.80x (1.70–1.90)" in d.reason
+
+
+def test_overlapping_intervals_are_a_tie_won_by_quality_then_size():
+    d = decide(
+        [_m("fast", speed=(1.8, 1.6, 2.0), quality=0.990), _m("close", speed=(1.7, 1.5, 1.9), quality=0.999)],
+        32,
+    )
+    assert d.recommended == "close" and d.tied == ["fast"] and d.verdicts["fast"][0] == "tied"
+    d = decide([_m("big", speed=(1.8, 1.6, 2.0), size=200), _m("small", speed=(1.7, 1.5, 1.9), size=100)], 32)
+    assert d.recommended == "small"
+
+
+def test_none_passes():
+    d = decide([_m("a", passes=False), _m("b", passes=False)], 32)
+    assert d.recommended is None and "no variant passes the quality rule" in d.reason
+    assert all(kind == "fails" for kind, _ in d.verdicts.values())
+
+
+def test_none_is_clearly_faster_than_fp32():
+    d = decide([_m("a", speed=(1.05, 0.95, 1.15)), _m("b", speed=(0.8, 0.7, 0.9))], 32)
+    assert d.recommended is None and "not clearly faster than fp32 at batch 32" in d.reason
+    assert "not clearly faster than fp32" in d.verdicts["a"][1] and "slower than fp32" in d.verdicts["b"][1]
+    assert decide([_m("a", batch=1)], 32).verdicts["a"][0] == "not timed"
+    assert decide([], 32).recommended is None
+
+
+# ------------------------------------------------------------------------------------ end to end
+def test_an_mlp_end_to_end_with_labels(tmp_path, mlp_file):
+    import onnxruntime as ort
+
+    x = _rows(150)
+    labels = ort.InferenceSession(str(mlp_file)).run(None, {"x": x})[0].argmax(1)
+    result = audit(mlp_file, {"x": x}, labels=labels, batch=(1, 8), out=tmp_path / "out", progress=False)
+    names = [v.name for v in result.variants]
+    assert names[0].startswith("dynamic INT8 per-channel") and any(n.startswith("4-bit") for n in names)
+    assert result.mode == "labels" and len(result.split.evaluation) == 120
+    for v in result.variants:
+        assert set(v.speed) == {1, 8} and v.quality.figures["n"] == 120 and v.file_bytes > 0
+    assert set(result.decision.verdicts) == set(names)
+    report = (tmp_path / "out" / "audit.md").read_text()
+    assert "04_parity.ipynb" in report and "no sample is in both" in report
+    data = json.loads((tmp_path / "out" / "audit.json").read_text())
+    assert data["split"]["calibration"] == 30 and data["decision"]["batch"] == 8
+    assert (tmp_path / "out" / "audit.html").is_file()
+    if result.recommended_path is not None:
+        assert result.recommended_path.is_file()
+
+
+def test_the_command_line_audits_a_conv_net_without_labels(tmp_path, capsys):
+    from course_lib.tooling.cli import main
+
+    model = conv_net(tmp_path / "conv.onnx")
+    np.savez(tmp_path / "x.npz", x=np.random.default_rng(0).random((100, 1, 8, 8), dtype=np.float32))
+    out = tmp_path / "out"
+    code = main(
+        [
+            "audit",
+            str(model),
+            "--inputs",
+            str(tmp_path / "x.npz"),
+            "--batch",
+            "4",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert code == 0 and "| static U8S8 per-channel |" in printed and "Audit finished in" in printed
+    data = json.loads((out / "audit.json").read_text())
+    assert data["mode"] == "fp32" and "cosine" in data["variants"][0]["quality"]["text"]
+    assert {s["name"] for s in data["skipped"]} >= {"dynamic INT8", "4-bit weight-only"}
+    bad = main(["audit", str(model), "--inputs", str(tmp_path / "missing.npz"), "--out", str(out)])
+    assert bad == 2 and "found nothing at" in capsys.readouterr().err
+
+
+def test_qdq_loss_debug_proposes_layers_of_the_graph(tmp_path):
+    from course_lib.audit.variants import Plan, build, sensitive_layers
+    from course_lib.nodes import checked_node_names
+
+    model = conv_net(tmp_path / "conv.onnx")
+    x = {"x": np.random.default_rng(0).random((40, 1, 8, 8), dtype=np.float32)}
+    plan = Plan("static U8S8 per-tensor", "static", {"quant_format": "QDQ", "per_channel": False})
+    variant = build(plan, model, tmp_path / "q.onnx", x, external_data=False)
+    found = sensitive_layers(model, variant, x, tmp_path / "debug", name=plan.name, keep=1)
+    assert {layer["node"] for layer in found.layers} == {"conv", "fc"} and len(found.proposal) == 1
+    assert checked_node_names(model, found.proposal) == found.proposal
+    assert all(layer["weight_sqnr_db"] > 20 for layer in found.layers) and found.first_input_sqnr is not None
+    again = build(plan, model, tmp_path / "q2.onnx", x, external_data=False, nodes_to_exclude=found.proposal)
+    kept = next(n for n in onnx.load(str(again)).graph.node if n.name == found.proposal[0])
+    weight = kept.input[1]
+    assert weight in {t.name for t in onnx.load(str(again)).graph.initializer}  # still a float initializer
