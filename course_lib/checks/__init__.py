@@ -1,7 +1,7 @@
 """Self-checks for the exercises: each compares a learner's answer with one computed here and
 says what passed or exactly what differed, with a hint that teaches.
 
-One module per lesson (`lesson00` ... `lesson06`, the checks of that lesson's exercises); every
+One module per lesson (`lesson00` ... `lesson07`, the checks of that lesson's exercises); every
 check is importable from here, so a lesson reads `cl.checks.check_reader(...)` whichever module
 holds it.
 """
@@ -62,6 +62,7 @@ from .lesson06 import (
     check_nbits_bytes,
     check_ship_verdicts,
 )
+from .lesson07 import check_audit_lessons, check_int8_floor, check_nanogpt_prediction
 from .result import CheckResult
 
 __all__ = [
@@ -108,4 +109,7 @@ __all__ = [
     "check_int4_scale",
     "check_a16w8_integer_kernels",
     "check_ship_verdicts",
+    "check_nanogpt_prediction",
+    "check_audit_lessons",
+    "check_int8_floor",
 ]

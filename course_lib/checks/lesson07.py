@@ -1,0 +1,97 @@
+"""Self-checks for lesson 07 (your own model: the NanoGPT and the audit)."""
+
+from __future__ import annotations
+
+from .result import CheckResult
+
+_VERDICTS = {True: "faster", False: "slower", None: "unsettled"}
+
+
+def _interval(c) -> str:
+    return f"{c.speedup:.2f}x ({c.speedup_low:.2f}–{c.speedup_high:.2f})"
+
+
+def check_nanogpt_prediction(guess, answer, comparison) -> CheckResult:
+    """Exercise 1 (predict, then interpret): is dynamic INT8 `"faster"` or `"slower"` than fp32 for
+    the NanoGPT at batch 1 on this CPU, or `"unsettled"`? `comparison`: the fp32/INT8
+    `LatencyComparison`; `guess`: the prediction written before measuring."""
+    expected = _VERDICTS[comparison.speedup_at_least(1.0)]
+    got = answer.strip().lower() if isinstance(answer, str) else None
+    if got not in _VERDICTS.values():
+        return CheckResult(False, f'Got {answer!r}; answer "faster", "slower" or "unsettled".')
+    if got != expected:
+        hint = {
+            "faster": "the whole interval lies above 1x (fp32's time over INT8's), so INT8 is faster.",
+            "slower": "the whole interval lies below 1x, so INT8 is slower.",
+            "unsettled": "the interval reaches both sides of 1x: this run cannot say which is faster.",
+        }[expected]
+        return CheckResult(False, f"Got {answer!r}, expected {expected!r}: {_interval(comparison)}; {hint}")
+    said = guess.strip().lower() if isinstance(guess, str) else None
+    if said not in _VERDICTS.values():
+        note = "(write your prediction in answer_1_guess before section 3 next time)"
+    elif said == expected:
+        note = "and you predicted it."
+    else:
+        note = f"you predicted {said!r}."
+    why = (
+        " The seed's NanoGPT ran slower with INT8; its figures name no CPU, batch or runtime version. Here the "
+        "MatMuls are small (64 channels), so fixed costs (quantizing each activation, the float ops between "
+        "the MatMuls) weigh as much as the integer arithmetic saves: whether INT8 wins is a property of "
+        "this CPU's kernels, which is why the course measures it."
+    )
+    return CheckResult(True, f"{expected.capitalize()}: {_interval(comparison)}; {note}{why}")
+
+
+def check_audit_lessons(answer, result) -> CheckResult:
+    """Exercise 2 (interpret): for each measured variant of an audit, the lesson (a number such as
+    "02") that teaches how it is built. `result`: the `AuditResult`; `answer`: {variant: lesson}."""
+    measured = {v.name: v.lesson[:2] for v in result.variants if v.quality is not None}
+    if not isinstance(answer, dict) or not answer:
+        names = ", ".join(repr(n) for n in measured)
+        return CheckResult(False, f"No answer yet: a dict {{variant: lesson number}} for {names}.")
+    missing = sorted(set(measured) - set(answer))
+    if missing:
+        return CheckResult(False, f"Give a lesson for every measured variant; missing: {', '.join(missing)}.")
+    wrong = {n: str(answer[n]).zfill(2)[:2] for n in measured if str(answer[n]).zfill(2)[:2] != measured[n]}
+    if wrong:
+        name, said = next(iter(wrong.items()))
+        hint = {
+            "02": "quantize_dynamic, which quantizes activations at run time, is lesson 02's",
+            "03": "quantize_static with a calibration reader and QDQ nodes is lesson 03's",
+            "06": "weight-only 4-bit (MatMulNBits) is lesson 06's",
+        }.get(measured[name], f"it is built in lesson {measured[name]}")
+        return CheckResult(False, f"{len(wrong)} not right yet. {name!r}: you said {said}, but {hint}.")
+    verdicts = {kind for kind, _ in result.decision.verdicts.values()}
+    explains = "lesson 04 explains a failed quality rule, " if "fails" in verdicts else ""
+    return CheckResult(
+        True,
+        f"Right for all {len(measured)} variants. The verdict column comes from other lessons: {explains}"
+        "lesson 05 every speed word (an interval wholly above 1x, or tied when two overlap).",
+    )
+
+
+def check_int8_floor(answer, parameters: int, file_bytes: int) -> CheckResult:
+    """Exercise 3 (write code): the smallest file, in MB, that `parameters` weights can make when
+    each is stored in one byte (no scales, no graph), beside the INT8 file that was written."""
+    if answer is None:
+        return CheckResult(
+            False, "No answer yet: the parameters times one byte each, in MB (1 MB = 1e6 bytes)."
+        )
+    expected = parameters / 1e6
+    got = float(answer)
+    if abs(got - expected) <= 0.005:
+        return CheckResult(
+            True,
+            f"{expected:.2f} MB: one byte per weight is a floor no INT8 file goes below, so a 210k-parameter "
+            f"model cannot be 0.03 MB in INT8. The file written here is {file_bytes / 1e6:.2f} MB: the "
+            "float parts (LayerNorms, biases, scales), the graph and its metadata come on top.",
+        )
+    if abs(got - expected * 4) <= 0.02:
+        return CheckResult(
+            False, f"Got {got:.2f} MB: that is 4 bytes per weight, float32's size. INT8 is one byte."
+        )
+    if abs(got - parameters / 2**20) <= 0.002:
+        return CheckResult(False, f"Got {got:.3f}: the course's MB is 1e6 bytes, not 2**20.")
+    return CheckResult(
+        False, f"Got {got:.3f} MB, expected {expected:.2f} MB: {parameters:,} parameters x 1 byte."
+    )
