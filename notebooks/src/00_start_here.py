@@ -189,7 +189,7 @@ print(
 # | reference CPU | ResNet18, static INT8 (lesson 03's choice), batch 64 | ResNet18, dynamic INT8, batch 64 | text encoder, dynamic INT8, 256 tokens |
 # |---|---|---|---|
 # | **AMD EPYC Zen 3, AVX2 only** (commit ce0944a) | not measured | not measured | not measured |
-# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a) | 1.56x | 0.12x | 1.65x |
+# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | 1.43x | 0.11x | 1.56x |
 # <!-- /reference -->
 #
 # What holds on every CPU is the size: an INT8 weight takes a quarter of an fp32 weight's bytes.
@@ -333,7 +333,7 @@ print(f"{'file size':>20}: {resnet_path.stat().st_size / 1e6:.1f} MB")
 # training; ONNX Runtime ran the 10,000 test images at {images_per_s:,.0f} images/s -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): PyTorch test accuracy 91.51 % after 15.4 min of training; ONNX Runtime ran the 10,000 test images at 2,711 images/s
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): PyTorch test accuracy 91.51 % after 8.6 min of training; ONNX Runtime ran the 10,000 test images at 3,271 images/s
 # <!-- /reference -->
 
 # %%
@@ -378,7 +378,7 @@ cl.claim(
 # <!-- reference: the hardest class was {hardest_class} ({hardest_accuracy_pct:.1f} % right) -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): the hardest class was Shirt (72.7 % right)
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the hardest class was Shirt (72.7 % right)
 # <!-- /reference -->
 
 # %%

@@ -410,7 +410,7 @@ p999 = float(np.percentile(abs_w, 99.9))
 # {sqnr_minmax_int4:.1f} dB and {sqnr_clip_int4:.1f} dB -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): layer4.0.conv2.weight: largest |w| 2.12x the 99.9th percentile; SQNR at 8 bits 35.8 dB with min/max, 35.2 dB clipped; at 4 bits 11.2 dB and 17.7 dB
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): layer4.0.conv2.weight: largest |w| 2.12x the 99.9th percentile; SQNR at 8 bits 35.8 dB with min/max, 35.2 dB clipped; at 4 bits 11.2 dB and 17.7 dB
 # <!-- /reference -->
 
 # %%
@@ -486,7 +486,7 @@ cl.claim("At 4 bits, the same clipping wins by several dB", gain["int4"] > 3, f"
 # keeping {best_pct_int4}% -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): lowest MSE at 8 bits keeping 99.995% of the weights in range, at 4 bits keeping 98%
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): lowest MSE at 8 bits keeping 99.995% of the weights in range, at 4 bits keeping 98%
 # <!-- /reference -->
 
 # %%
@@ -535,7 +535,7 @@ cl.claim("At 8 bits the best point sits at or next to min/max", best8 >= 99.99, 
 # blocks of 128 {sqnr_block128:.1f} dB, blocks of 32 {sqnr_block32:.1f} dB -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): SQNR per-tensor 35.8 dB, per-channel 40.9 dB, blocks of 128 43.7 dB, blocks of 32 45.4 dB
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): SQNR per-tensor 35.8 dB, per-channel 40.9 dB, blocks of 128 43.7 dB, blocks of 32 45.4 dB
 # <!-- /reference -->
 
 # %%
@@ -607,7 +607,7 @@ cl.claim(
 # {pc_gain_max:+.1f} dB -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): per-channel minus per-tensor SQNR, over every weight: +1.7 to +5.6 dB
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): per-channel minus per-tensor SQNR, over every weight: +1.7 to +5.6 dB
 # <!-- /reference -->
 
 # %%
@@ -663,7 +663,7 @@ cl.claim(
 # Runtime's default layout: {ort_int4_total_bytes:,} bytes, {ort_int4_share_pct:.1f} % of float32's -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only** (commit ce0944a): int4 packed in blocks of 32, with its scales: 625,000 bytes; ONNX Runtime's default layout: 535,191 bytes, 13.4 % of float32's
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): int4 packed in blocks of 32, with its scales: 625,000 bytes; ONNX Runtime's default layout: 535,191 bytes, 13.4 % of float32's
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): int4 packed in blocks of 32, with its scales: 625,000 bytes; ONNX Runtime's default layout: 535,191 bytes, 13.4 % of float32's
 # <!-- /reference -->
 
 # %%
@@ -748,7 +748,7 @@ display(Markdown("\n".join(rows)))
 # output steps; same class as float for {matmul_same_class} of 8 images -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): accumulator up to 238,728; largest error 0.9 output steps; same class as float for 8 of 8 images
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): accumulator up to 238,728; largest error 0.9 output steps; same class as float for 8 of 8 images
 # <!-- /reference -->
 #
 # First, real features of eight test images, captured on their way into `fc`:

@@ -219,7 +219,7 @@ print(
 # <!-- reference: the MLP ran at {mlp_speedup:.2f}x fp32's speed (500 points per run, 1 thread) -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): the MLP ran at 1.30x fp32's speed (500 points per run, 1 thread)
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the MLP ran at 1.12x fp32's speed (500 points per run, 1 thread)
 # <!-- /reference -->
 #
 # > **Quote** (seed 003, the practical guide "Quantize ONNX Models with ONNX Runtime", see lesson
@@ -431,7 +431,7 @@ print(f"dynamic INT8: QEmbedLayerNormalization, its LayerNorm's parameters {sort
 # {te_cos_min_pc:.4f} -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): worst cosine over the 300 sentences, per-tensor 0.9160, per-channel 0.9845
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): worst cosine over the 300 sentences, per-tensor 0.9160, per-channel 0.9845
 # <!-- /reference -->
 
 # %%
@@ -498,7 +498,7 @@ cl.claim(
 # batch 16 -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only** (commit bd1b461): 1.45x the optimized fp32 graph's speed at batch 1, 1.36x at batch 16
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): 1.86x the optimized fp32 graph's speed at batch 1, 1.90x at batch 16
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): 1.63x the optimized fp32 graph's speed at batch 1, 1.90x at batch 16
 # <!-- /reference -->
 #
 # > **Quote** (seed 000, the course module "Module 6 — ONNX quantization", see lesson 00's sources;
@@ -567,7 +567,7 @@ cl.claim("Without AMX, it stays short of the quote's 2.5x", short, evidence, **n
 # ONNX Runtime's INT8 ran at {ort_vs_torch_b1:.2f}x the speed of PyTorch's INT8 at batch 1 -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): PyTorch's worst cosine 0.8376 (ONNX Runtime per-channel 0.9845); ONNX Runtime's INT8 ran at 1.37x the speed of PyTorch's INT8 at batch 1
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): PyTorch's worst cosine 0.8376 (ONNX Runtime per-channel 0.9845); ONNX Runtime's INT8 ran at 1.54x the speed of PyTorch's INT8 at batch 1
 # <!-- /reference -->
 
 # %%
@@ -664,7 +664,7 @@ print(
 # <!-- reference: dynamic INT8 ran at {resnet_speedup_b32:.2f}x fp32's speed at batch 32 -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): dynamic INT8 ran at 0.13x fp32's speed at batch 32
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): dynamic INT8 ran at 0.11x fp32's speed at batch 32
 # <!-- /reference -->
 #
 # > **Quote** (seed 000, not measured here): ResNet18 45 → 12 MB, 1.2x faster, about 0.1 % top-1
@@ -713,7 +713,7 @@ cl.claim(
 # DynamicQuantizeLinear, Cast, Mul and Add together {resnet_overhead_share:.0%} of the INT8 run's kernel time -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): ConvInteger 89.3 ms per run against fp32's Conv 10.7 ms; DynamicQuantizeLinear, Cast, Mul and Add together 4% of the INT8 run's kernel time
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): ConvInteger 93.7 ms per run against fp32's Conv 13.7 ms; DynamicQuantizeLinear, Cast, Mul and Add together 4% of the INT8 run's kernel time
 # <!-- /reference -->
 
 # %%
@@ -827,7 +827,7 @@ except Exception as error:  # NotImplemented on releases whose ConvInteger takes
 # | reference CPU | per_channel, cos min | per_channel, speed b16 | reduce_range, cos min | reduce_range, speed b16 | FFN outputs float, cos min | FFN outputs float, speed b16 | embedding float, cos min |
 # |---|---|---|---|---|---|---|---|
 # | **AMD EPYC Zen 3, AVX2 only** (commits bd1b461, ce0944a) | 0.9823 | 1.36x | not measured | not measured | not measured | not measured | 0.9819 |
-# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a) | 0.9845 | 1.90x | 0.9758 | 1.97x | 0.9894 | 1.23x | 0.9847 |
+# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | 0.9845 | 1.90x | 0.9758 | 2.01x | 0.9894 | 1.50x | 0.9847 |
 # <!-- /reference -->
 
 # %%

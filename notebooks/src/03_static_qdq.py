@@ -309,7 +309,7 @@ display(
 # at {u8s8_rr_speedup_b64:.2f}x, S8S8 at {s8s8_speedup_b64:.2f}x -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only** (commit ce0944a): U8S8 ran at 1.73x fp32's speed at batch 64, U8S8 with reduce_range at 1.54x, S8S8 at 0.48x
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): U8S8 ran at 1.44x fp32's speed at batch 64, U8S8 with reduce_range at 1.46x, S8S8 at 0.33x
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): U8S8 ran at 1.45x fp32's speed at batch 64, U8S8 with reduce_range at 1.37x, S8S8 at 0.40x
 # <!-- /reference -->
 #
 # Agreement tells the CPUs apart. Without VNNI, full-range weights lose agreement that
@@ -320,7 +320,7 @@ display(
 # with reduce_range {u8s8_rr_agreement:.2f} % -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only** (commit ce0944a): agreement with fp32 on the 10,000 test images: U8S8 98.73 %, U8S8 with reduce_range 99.77 %
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): agreement with fp32 on the 10,000 test images: U8S8 99.76 %, U8S8 with reduce_range 99.67 %
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): agreement with fp32 on the 10,000 test images: U8S8 99.76 %, U8S8 with reduce_range 99.67 %
 # <!-- /reference -->
 
 # %%
@@ -373,7 +373,7 @@ print(f"The rest of this lesson quantizes as {PRODUCTION}: agreement {prod.parit
 # <!-- reference: S8S8 ran {s8s8_integer_ops} of {compute_ops} compute ops on integer kernels -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only** (commit ce0944a): S8S8 ran 10 of 21 compute ops on integer kernels
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): S8S8 ran 10 of 21 compute ops on integer kernels
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): S8S8 ran 10 of 21 compute ops on integer kernels
 # <!-- /reference -->
 
 # %%
@@ -453,7 +453,7 @@ def not_normalised(images):
 # (with the production preprocessing {trap_production_accuracy:.2f} %) -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): calibrated without normalisation: accuracy 44.00 % (with the production preprocessing 91.49 %)
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): calibrated without normalisation: accuracy 44.00 % (with the production preprocessing 91.49 %)
 # <!-- /reference -->
 #
 # Augmentation is subtler: brightness jitter and shifts *widen* the ranges, so little saturates,
@@ -554,7 +554,7 @@ cl.claim("Agreement moves by no more than the noise", moved.is_noise, str(moved)
 # (the variant this lesson ships on that CPU) at {static_speedup_b64:.2f}x -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only** (commit ce0944a): dynamic INT8 ran at 0.16x fp32's speed at batch 64, static INT8 (the variant this lesson ships on that CPU) at 1.63x
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): dynamic INT8 ran at 0.11x fp32's speed at batch 64, static INT8 (the variant this lesson ships on that CPU) at 1.44x
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): dynamic INT8 ran at 0.12x fp32's speed at batch 64, static INT8 (the variant this lesson ships on that CPU) at 1.45x
 # <!-- /reference -->
 #
 # Lesson 02's call (uint8 weights, which ONNX Runtime's CPU `ConvInteger` needs), on the

@@ -181,7 +181,7 @@ explorer = calibration_explorer(values, {name: ranges[name] for name in shown}, 
 # Percentile 99.999 {percentile_agreement:.2f} %, Entropy with 2,048 bins {entropy2048_agreement:.2f} % -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): agreement with fp32 on the 10,000 test images: MinMax 99.76 %, Percentile 99.999 99.78 %, Entropy with 2,048 bins 95.23 %
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): agreement with fp32 on the 10,000 test images: MinMax 99.76 %, Percentile 99.999 99.78 %, Entropy with 2,048 bins 95.23 %
 # <!-- /reference -->
 
 # %%
@@ -287,7 +287,7 @@ cl.claim("From 50 images on, agreement stays within the noise of the 200-image d
 # {pct_mb_50_strided:.0f} and {pct_mb_500_strided:.0f} MB with a stride of 50 -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): peak memory calibration added, 50 and then 500 images: MinMax 190 and 191 MB; Percentile 181 and 481 MB without a stride, 180 and 182 MB with a stride of 50
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): peak memory calibration added, 50 and then 500 images: MinMax 187 and 187 MB; Percentile 178 and 479 MB without a stride, 178 and 178 MB with a stride of 50
 # <!-- /reference -->
 
 # %%

@@ -118,7 +118,7 @@ THREADS = 2
 # <!-- reference: the production choice was '{production_choice}' -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): the production choice was 'per-channel'
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the production choice was 'per-channel'
 # <!-- /reference -->
 
 # %%
@@ -284,7 +284,7 @@ cl.claim(
 # {main_paired_low:+.2f} to {main_paired_high:+.2f} points -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only** (commit ce0944a): one accuracy on the 500 validation images: ±2.3 points; the production choice minus fp32 on the 10,000 test images, paired: -0.07 to +0.11 points
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): one accuracy on the 500 validation images: ±2.4 points; the production choice minus fp32 on the 10,000 test images, paired: -0.11 to +0.07 points
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): one accuracy on the 500 validation images: ±2.4 points; the production choice minus fp32 on the 10,000 test images, paired: -0.11 to +0.07 points
 # <!-- /reference -->
 
 
@@ -344,7 +344,7 @@ cl.claim(
 # {main_agreement:.2f} %; weak calibration {weak_drop:+.2f} points, {weak_agreement:.2f} % -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): accuracy drop and agreement: the production choice +0.02 points, 99.76 %; weak calibration +2.52 points, 94.06 %
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): accuracy drop and agreement: the production choice +0.02 points, 99.76 %; weak calibration +2.52 points, 94.06 %
 # <!-- /reference -->
 
 # %%
@@ -434,7 +434,7 @@ cl.claim(
 # edge set {mlp_edge_max_drift:.1f} -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): largest drift on the grid: 1.23 inside the training range, 50.0 outside it; on the test set 3.49, on the edge set 69.3
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): largest drift on the grid: 1.23 inside the training range, 50.0 outside it; on the test set 3.49, on the edge set 69.3
 # <!-- /reference -->
 
 # %%
@@ -613,7 +613,7 @@ cl.claim(
 # points, against a drop of {weak_drop:.2f} points overall) -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): weak calibration's weakest class was Coat (-29.4 points, against a drop of 2.52 points overall)
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): weak calibration's weakest class was Coat (-29.4 points, against a drop of 2.52 points overall)
 # <!-- /reference -->
 
 
@@ -807,7 +807,7 @@ cl.claim(
 # | reference CPU | full-range per-channel gap | largest gap, any variant |
 # |---|---|---|
 # | **AMD EPYC Zen 3, AVX2 only** (commit ce0944a) | 11.1 dB | not measured |
-# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a) | -0.0 dB | 0.1 dB |
+# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | -0.0 dB | 0.1 dB |
 # <!-- /reference -->
 
 
@@ -896,7 +896,7 @@ for base in ("per-tensor", MAIN):
 # | reference CPU | production choice, b64 | per-tensor, b64 | size, 2 layers in float |
 # |---|---|---|---|
 # | **AMD EPYC Zen 3, AVX2 only** (commit ce0944a) | not measured | not measured | not measured |
-# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a) | 1.43x (1.39–1.47) | 1.43x | 0.41 of fp32 |
+# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | 1.48x (1.42–1.54) | 1.41x | 0.41 of fp32 |
 # <!-- /reference -->
 
 # %%
@@ -982,7 +982,7 @@ cl.claim(
 # {main_target} -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): the production choice ran at 1.43x (1.39–1.47) fp32's throughput at batch 64; course target: ✘
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the production choice ran at 1.48x (1.42–1.54) fp32's throughput at batch 64; course target: unsettled
 # <!-- /reference -->
 
 

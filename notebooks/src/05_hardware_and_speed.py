@@ -283,7 +283,7 @@ def every(verdicts):
 # ({careful_low:.2f}–{careful_high:.2f}) -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): the careless loop gave 0.83x; the careful loop 1.46x (1.42–1.50)
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the careless loop gave 0.83x; the careful loop 1.46x (1.38–1.51)
 # <!-- /reference -->
 
 
@@ -352,7 +352,7 @@ cl.claim(
 # ratio {spin_on_ratio:.2f}x with spinning, {spin_off_ratio:.2f}x without -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): alone at batch 1, fp32 took 0.69 ms with spinning and 1.24 ms without; INT8 0.56 and 0.70 ms; the ratio 1.22x with spinning, 1.76x without
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): alone at batch 1, fp32 took 1.11 ms with spinning and 1.54 ms without; INT8 0.51 and 0.53 ms; the ratio 2.17x with spinning, 2.89x without
 # <!-- /reference -->
 
 # %%
@@ -428,7 +428,7 @@ cl.claim(
 # on integer kernels -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only** (commit ce0944a): the S8S8 per-channel file ran 10 of its 21 compute ops on integer kernels
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): the S8S8 per-channel file ran 10 of its 21 compute ops on integer kernels
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the S8S8 per-channel file ran 10 of its 21 compute ops on integer kernels
 # <!-- /reference -->
 
 # %%
@@ -530,7 +530,7 @@ cl.claim(
 # | reference CPU | dynamic | U8S8 per-channel | U8S8 per-channel, reduce_range | U8S8 per-tensor | S8S8 per-channel | S8S8 per-channel, reduce_range | QOperator U8S8 |
 # |---|---|---|---|---|---|---|---|
 # | **AMD EPYC Zen 3, AVX2 only** (commit ce0944a) | not measured | not measured | not measured | not measured | not measured | not measured | not measured |
-# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a) | 0.29x | 2.35x | 2.09x | 2.21x | 0.51x | 0.51x | 2.21x |
+# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | 0.25x | 2.20x | 2.01x | 1.80x | 0.50x | 0.55x | 1.78x |
 # <!-- /reference -->
 #
 # and at batch 64:
@@ -544,7 +544,7 @@ cl.claim(
 # | reference CPU | dynamic | U8S8 per-channel | U8S8 per-channel, reduce_range | U8S8 per-tensor | S8S8 per-channel | S8S8 per-channel, reduce_range | QOperator U8S8 |
 # |---|---|---|---|---|---|---|---|
 # | **AMD EPYC Zen 3, AVX2 only** (commit ce0944a) | not measured | 1.58x | 1.56x | not measured | not measured | not measured | not measured |
-# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a) | 0.12x | 1.56x | 1.49x | 1.40x | 0.35x | 0.37x | 1.53x |
+# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | 0.11x | 1.43x | 1.34x | 1.36x | 0.42x | 0.37x | 1.37x |
 # <!-- /reference -->
 
 
@@ -637,7 +637,7 @@ cl.claim(
 # the dynamic file {profile_dynamic_ms:.1f} ms, {profile_dynamic_share:.0f} % in ConvInteger -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): kernel time per run at batch 64: fp32 23.7 ms, 98 % in Conv; the production variant 15.9 ms, 96 % in QLinearConv; the dynamic file 224.8 ms, 95 % in ConvInteger
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): kernel time per run at batch 64: fp32 21.7 ms, 99 % in Conv; the production variant 14.5 ms, 97 % in QLinearConv; the dynamic file 130.5 ms, 96 % in ConvInteger
 # <!-- /reference -->
 
 # %%
@@ -705,7 +705,7 @@ cl.claim(
 # | reference CPU | 16 tokens | 64 tokens | 128 tokens | 256 tokens |
 # |---|---|---|---|---|
 # | **AMD EPYC Zen 3, AVX2 only** (commit ce0944a) | not measured | not measured | not measured | not measured |
-# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a) | 1.58x | 1.96x | 1.98x | 1.65x |
+# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | 1.44x | 1.86x | 2.02x | 1.56x |
 # <!-- /reference -->
 
 # %%
@@ -779,7 +779,7 @@ print(f"yours: 16 against 256 tokens: {verdict[seq_speed[16].speedup_clearly_abo
 # {sat_pairs_total:,} -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): with full-range weights, 72,593 pair sums saturated, of 283,377,664
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): with full-range weights, 72,593 pair sums saturated, of 283,377,664
 # <!-- /reference -->
 
 # %%
@@ -839,7 +839,7 @@ sat_pairs = {r: sum(sat[n.name, r][0] for n in convs) for r in (False, True)}
 # weights, {agreement_rr:.2f} % with reduce_range -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only** (commit ce0944a): agreement with fp32 on 2,000 test images: 98.90 % with full-range weights, 99.90 % with reduce_range
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): agreement with fp32 on 2,000 test images: 99.95 % with full-range weights, 99.65 % with reduce_range
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): agreement with fp32 on 2,000 test images: 99.95 % with full-range weights, 99.65 % with reduce_range
 # <!-- /reference -->
 
 # %%
@@ -902,7 +902,7 @@ cl.claim(
 # | reference CPU | full range | reduce_range | U8U8 | x64quantprecision |
 # |---|---|---|---|---|
 # | **AMD EPYC Zen 3, AVX2 only** (commit ce0944a) | 1.58x, 98.90 % | 1.56x, 99.90 % | 1.15x, 99.80 % | 0.98x, 99.90 % |
-# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a) | 1.56x, 99.95 % | 1.49x, 99.65 % | 0.63x, 99.90 % | 0.71x, 99.95 % |
+# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | 1.43x, 99.95 % | 1.34x, 99.65 % | 0.62x, 99.90 % | 0.60x, 99.95 % |
 # <!-- /reference -->
 
 # %%
@@ -1029,7 +1029,7 @@ cl.claim(
 # | reference CPU | MLP | ResNet18 batch 1 | ResNet18 batch 64 | encoder 16 tokens | encoder 256 tokens |
 # |---|---|---|---|---|---|
 # | **AMD EPYC Zen 3, AVX2 only** (commit ce0944a) | not measured | not measured | not measured | not measured | not measured |
-# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a) | 1.12x | 2.35x | 1.56x | 1.58x | 1.65x |
+# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | 1.31x | 2.20x | 1.43x | 1.44x | 1.56x |
 # <!-- /reference -->
 
 # %%
@@ -1111,14 +1111,14 @@ cl.claim(
 # | reference CPU | precision by default | OpenVINO fp32, f32 pinned | OpenVINO fp32, default | OpenVINO U8S8 per-channel | OpenVINO S8S8 per-channel |
 # |---|---|---|---|---|---|
 # | **AMD EPYC Zen 3, AVX2 only** (commit ce0944a) | not measured | not measured | not measured | not measured | not measured |
-# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a) | not measured | not measured | not measured | not measured | not measured |
+# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | bf16 | 1.55x / 1.08x | 2.57x / 1.98x | 2.73x / 3.70x | 2.81x / 3.47x |
 # <!-- /reference -->
 #
-# ONNX Runtime's own U8S8 and S8S8 ratios are in section 3's tables. On the VNNI reference CPU OpenVINO ran the fp32 file about as fast as ONNX Runtime with
-# f32 pinned, and clearly faster by default, because it ran the convolutions in bf16; it ran both
-# QDQ files on integer kernels, the S8S8 file as fast as the U8S8 one, and both well past ONNX
-# Runtime's best INT8 ratio at batch 64. Without the package, this section says how to install it
-# and the rest of the lesson runs.
+# ONNX Runtime's own U8S8 and S8S8 ratios are in section 3's tables. On the VNNI reference CPU,
+# with f32 pinned, OpenVINO ran the fp32 file about as fast as ONNX Runtime at batch 64 (and faster
+# at batch 1); by default it ran the convolutions in bf16 and was about twice as fast. It ran both QDQ files on integer kernels, the S8S8 file about as fast as
+# the U8S8 one, and both well past ONNX Runtime's best INT8 ratio at batch 64. Without the package,
+# this section says how to install it and the rest of the lesson runs.
 
 # %%
 openvino = runtimes.openvino_or_none()
@@ -1356,7 +1356,7 @@ if openvino is not None:
 # {best_ratio:.2f}x ({best_low:.2f}–{best_high:.2f}), {best_case} -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): the seed's row for this CPU: "Modern Intel CPU (Cascade Lake and later, VNNI)" (2–4x); best ratio 1.98x (1.77–2.16), text encoder, 128 tokens
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the seed's row for this CPU: "Modern Intel CPU (Cascade Lake and later, VNNI)" (2–4x); best ratio 2.02x (1.83–2.42), text encoder, 128 tokens
 # <!-- /reference -->
 
 # %%

@@ -296,7 +296,7 @@ del fp32_graph, weights, symmetric32, stored  # 150 MB that the rest of the less
 # blocks of 32 {te_int4_b32_cos_min:.4f}, blocks of 32 symmetric {te_int4_b32_sym_cos_min:.4f} -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only** (commit bd1b461): worst sentence's cosine with fp32: 4-bit blocks of 128 0.9437, blocks of 32 0.9729, blocks of 32 symmetric 0.9602
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): worst sentence's cosine with fp32: 4-bit blocks of 128 0.9437, blocks of 32 0.9729, blocks of 32 symmetric 0.9602
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): worst sentence's cosine with fp32: 4-bit blocks of 128 0.9437, blocks of 32 0.9729, blocks of 32 symmetric 0.9602
 # <!-- /reference -->
 
 # %%
@@ -366,7 +366,7 @@ cl.claim(
 # {te_int4_b32_peak_mb:.0f} MB -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only** (commit bd1b461): one sentence of 128 tokens: dynamic INT8 ran at 1.45x fp32's speed; 4-bit blocks of 128 at 0.93x, blocks of 32 at 1.03x, blocks of 32 with accuracy_level 4 at 0.89x. Peak memory running one sentence: fp32 147 MB, dynamic INT8 45 MB, 4-bit blocks of 32 121 MB
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): one sentence of 128 tokens: dynamic INT8 ran at 1.86x fp32's speed; 4-bit blocks of 128 at 1.01x, blocks of 32 at 0.96x, blocks of 32 with accuracy_level 4 at 1.03x. Peak memory running one sentence: fp32 147 MB, dynamic INT8 49 MB, 4-bit blocks of 32 121 MB
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): one sentence of 128 tokens: dynamic INT8 ran at 1.67x fp32's speed; 4-bit blocks of 128 at 0.98x, blocks of 32 at 0.98x, blocks of 32 with accuracy_level 4 at 1.05x. Peak memory running one sentence: fp32 145 MB, dynamic INT8 43 MB, 4-bit blocks of 32 118 MB
 # <!-- /reference -->
 #
 # <!-- reference: one short sentence ({short_tokens} tokens, no padding): dynamic INT8 ran at
@@ -374,7 +374,7 @@ cl.claim(
 # of 32 at {te_int4_b32_short:.2f}x, with accuracy_level 4 at {te_int4_al4_short:.2f}x -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): one short sentence (17 tokens, no padding): dynamic INT8 ran at 1.80x fp32's speed; 4-bit blocks of 128 at 0.90x, blocks of 32 at 0.88x, with accuracy_level 4 at 1.00x
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): one short sentence (17 tokens, no padding): dynamic INT8 ran at 1.61x fp32's speed; 4-bit blocks of 128 at 0.90x, blocks of 32 at 0.89x, with accuracy_level 4 at 1.13x
 # <!-- /reference -->
 
 # %%
@@ -503,7 +503,7 @@ resnet_variants = {a8_label: resnet[A8W8], a16_label: a16w8}
 # variant for that CPU ran at {a8w8_speedup_b64:.2f}x -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only** (commit bd1b461): at batch 64, A16W8 ran at 0.27x fp32's speed, with 0 of 21 compute ops on integer kernels; lesson 03's 8-bit variant for that CPU ran at 1.54x
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): at batch 64, A16W8 ran at 0.26x fp32's speed, with 0 of 21 compute ops on integer kernels; lesson 03's 8-bit variant for that CPU ran at 1.62x
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): at batch 64, A16W8 ran at 0.22x fp32's speed, with 0 of 21 compute ops on integer kernels; lesson 03's 8-bit variant for that CPU ran at 1.38x
 # <!-- /reference -->
 #
 # We score the first 2,000 test images (the intervals say what that many images can tell), time
@@ -569,7 +569,7 @@ cl.claim(
 # float convolutions {a16w8_conv_ms:.1f} ms, its Q/DQ nodes {a16w8_qdq_ms:.1f} ms -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): kernel time per batch of 64: fp32's convolutions 24.0 ms; A16W8's float convolutions 140.4 ms, its Q/DQ nodes 18.8 ms
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): kernel time per batch of 64: fp32's convolutions 18.7 ms; A16W8's float convolutions 69.8 ms, its Q/DQ nodes 4.9 ms
 # <!-- /reference -->
 
 # %%
@@ -777,7 +777,7 @@ for i, (label, ops) in enumerate(raw_ops.items()):
 # {te_static_b1:.2f}x and {te_static_b16:.2f}x, dynamic {te_dynamic_b1:.2f}x and {te_dynamic_b16:.2f}x -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): worst held-out sentence's cosine: representative calibration 0.9828, short sentences only 0.9764, with the LayerNorms quantized 0.7800; file: static 66.5 MB, dynamic 22.8 MB; speed against fp32 at 1 and 16 sentences of 128 tokens: static 1.53x and 1.41x, dynamic 1.86x and 2.06x
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): worst held-out sentence's cosine: representative calibration 0.9828, short sentences only 0.9764, with the LayerNorms quantized 0.7800; file: static 66.5 MB, dynamic 22.8 MB; speed against fp32 at 1 and 16 sentences of 128 tokens: static 1.37x and 1.60x, dynamic 1.67x and 2.07x
 # <!-- /reference -->
 
 # %%
@@ -1076,7 +1076,7 @@ cl.claim(
 # {qat_train_seconds:.1f} s -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
 # - **AMD EPYC Zen 3, AVX2 only** (commit bd1b461): the QAT file ran at 0.22x fp32's speed at batch 64; 0 of its INT4 codes differed from the training's; the ten training steps took 4.6 s
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a): the QAT file ran at 0.17x fp32's speed at batch 64; 0 of its INT4 codes differed from the training's; the ten training steps took 2.7 s
+# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the QAT file ran at 0.20x fp32's speed at batch 64; 0 of its INT4 codes differed from the training's; the ten training steps took 1.9 s
 # <!-- /reference -->
 #
 # **What to notice.** The codes match: the training's fake quantizer and ONNX Runtime's quantizer
@@ -1119,7 +1119,7 @@ cl.claim(
 # | reference CPU | dynamic INT8, text | static INT8, text | 4-bit blocks of 32, text | A8W8, ResNet18 b64 | A16W8, ResNet18 b64 | QAT 4-bit, ResNet18 b64 |
 # |---|---|---|---|---|---|---|
 # | **AMD EPYC Zen 3, AVX2 only** (commit bd1b461) | 1.45x | not measured | 1.03x | 1.54x | 0.27x | 0.22x |
-# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit 410cc6a) | 1.86x | 1.53x | 0.96x | 1.62x | 0.26x | 0.17x |
+# | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | 1.67x | 1.37x | 0.98x | 1.38x | 0.22x | 0.20x |
 # <!-- /reference -->
 
 
