@@ -98,18 +98,6 @@ def prepare(progress: bool = True, archive: Path | None = None) -> dict:
         flush=True,
     )
     report["steps"].append({"model": text_encoder.NAME, "action": action})
-    t0 = time.perf_counter()
-    from .. import nanogpt  # lesson 07's model: trained here (at most about two minutes) when not cached
-
-    gpt = nanogpt.ensure_nanogpt(progress=progress)
-    action = "trained" if gpt.trained else "cached"
-    print(
-        f"NanoGPT ({gpt.record['parameters']:,} parameters): {action}; validation perplexity "
-        f"{gpt.validation_perplexity:.2f}; ONNX {gpt.onnx.stat().st_size / 1e6:.2f} MB "
-        f"[{_fmt_seconds(time.perf_counter() - t0)}]",
-        flush=True,
-    )
-    report["steps"].append({"model": nanogpt.NAME, "action": action})
     total = time.perf_counter() - t_all
     print(f"prepare finished in {_fmt_seconds(total)}; data directory: {data.data_dir()}", flush=True)
     report["seconds"] = total
