@@ -7,3 +7,4 @@ results (the report) can name them without paying for torch.
 MOONS_MLP = "moons_mlp"
 RESNET18 = "fashion_resnet18"
 TEXT_ENCODER = "text_encoder"
+NANOGPT = "nanogpt"

@@ -44,10 +44,11 @@ from . import data as _data
 from .cache import ONNX_EXPORTER, ONNX_OPSET, CacheProblem, read_meta
 from .files import atomic_write, sha256_file
 from .models import PARITY_ATOL, _progress, _seed_everything, _threads, device_description
+from .names import NANOGPT
 from .units import format_duration
 from .versions import library_versions
 
-NAME = "nanogpt"
+NAME = NANOGPT  # the name its cache and results are filed under
 INPUT_NAME = "tokens"
 OUTPUT_NAME = "logits"
 CACHE_FORMAT = 1

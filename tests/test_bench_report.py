@@ -230,7 +230,7 @@ def test_report_sets_measured_figures_beside_the_quoted_claims():
     claims02 = {c["quoted claim"]: c["measured here"] for c in sections["02"]["claims"]}
     text_claim = next(v for k, v in claims02.items() if "Text encoder" in k)
     assert text_claim == "1.23x the optimized fp32 graph at batch 16, seq 128; worst cosine 0.9800; 22.8 MB"
-    assert any("not measured yet" in v for v in claims02.values())  # the MLP claim: no entry given
+    assert any("not measured yet" in v for v in claims02.values())  # a claim with no entry given
     (accept,) = sections["04"]["claims"]
     assert accept["measured here"] == (  # 91.9 % against 92 %: below, and said so
         "per-channel static ResNet18: accuracy 91.90%, 0.10 points below fp32 (92.00%), agreement 99.70% "
@@ -822,3 +822,26 @@ def test_lesson_05s_table_shows_the_openvino_runs_with_their_runtime_and_precisi
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert "05 · ResNet18: OpenVINO U8S8 per-channel (batch 64) [bf16]" in labels
     assert "05 · ResNet18: static U8S8 per-channel (batch 64)" in labels
+
+
+def test_the_nanogpt_quote_stands_beside_lesson_07s_nanogpt():
+    # By hand: 1,037,533 -> 1.04 MB and 403,000 -> 0.40 MB; the interval and perplexities as recorded.
+    metrics = {
+        "fp32_bytes": 1_037_533,
+        "int8_bytes": 403_000,
+        "speedup_b1": 1.3412,
+        "speedup_b1_low": 1.3201,
+        "speedup_b1_high": 1.3549,
+        "fp32_perplexity": 3.8047,
+        "perplexity": 3.8213,
+    }
+    entries = [_entry("07", "nanogpt", "dynamic int8", metrics)]
+    (section,) = [s for s in report.build(entries, ENV)["sections"] if s["lesson"] == "07"]
+    (claim,) = section["claims"]
+    assert "seed 003" in claim["quoted claim"] and "0.84 → 0.03 MB" in claim["quoted claim"]
+    assert claim["measured here"] == (
+        "the same size of NanoGPT trained here: 1.04 → 0.40 MB; 1.34x fp32 (90% interval 1.32–1.35) "
+        "at batch 1 (64 characters); perplexity 3.805 → 3.821"
+    )
+    (empty,) = [s for s in report.build([], ENV)["sections"] if s["lesson"] == "07"]
+    assert empty["claims"][0]["measured here"] == "not measured yet: run the lesson"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..names import MOONS_MLP, RESNET18, TEXT_ENCODER
+from ..names import MOONS_MLP, NANOGPT, RESNET18, TEXT_ENCODER
 
 BENCH = "bench"  # the benchmark's entries, under this lesson name
 FP32_BASELINE = (
@@ -58,6 +58,21 @@ QAT = Read(
     ("QAT (10 steps), 4-bit weights", "PTQ, 4-bit weights"),
     ("accuracy", "fp32_accuracy", "train_seconds", "codes_differing", "codes"),
 )
+# Lesson 07: the seed's NanoGPT size, trained here, and its dynamic INT8 file at batch 1.
+NANOGPT_DYNAMIC = Read(
+    "07",
+    NANOGPT,
+    ("dynamic int8",),
+    (
+        "fp32_bytes",
+        "int8_bytes",
+        "speedup_b1",
+        "speedup_b1_low",
+        "speedup_b1_high",
+        "fp32_perplexity",
+        "perplexity",
+    ),
+)
 SPEED_BENCH = Read(BENCH, None, (), SPEED)  # those of the benchmark against FP32_BASELINE
 
 READS = (
@@ -70,6 +85,7 @@ READS = (
     FOUR_BIT,
     STATIC_TEXT_ENCODER,
     QAT,
+    NANOGPT_DYNAMIC,
     SPEED_BENCH,
 )
 
@@ -98,7 +114,7 @@ def _speed(heading: str, key: str | None = None) -> Column:
 # missing), in the order the report's tables show them. A ratio's "_low"/"_high" ride with it.
 COLUMNS: dict[str, Column] = {
     "speedup": _speed("speed-up (×)", "speedup"),
-    "speedup_b1": _speed("speed-up, batch 1 (×)"),
+    "speedup_b1": _speed("speed-up, batch 1 (×)", "speedup_b1"),
     "speedup_short": _speed("speed-up, one short sentence (×)"),
     "speedup_b16": _speed("speed-up, batch 16 (×)", "speedup_b16"),
     "speedup_b32": _speed("speed-up, batch 32 (×)"),
@@ -120,6 +136,9 @@ COLUMNS: dict[str, Column] = {
     "max_rel_drift": Column("max relative drift (%)", "percent3"),
     "size_ratio": Column("file (% of fp32)", "percent3"),
     "fp32_bytes": Column("fp32 file (MB)", "megabytes"),
+    "int8_bytes": Column("INT8 file (MB)", "megabytes"),
+    "perplexity": Column("perplexity", "number"),
+    "fp32_perplexity": Column("fp32 perplexity", "number"),
     "peak_memory_bytes": Column("peak memory (MB)", "megabytes"),
     "peak_memory_b1_bytes": Column("peak memory, batch 1 (MB)", "megabytes"),
     "calibration_s": Column("calibration (s)", "seconds"),

@@ -15,7 +15,7 @@
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/onnx-quant-course/onnx-quant-course/blob/main/notebooks/student/07_your_own_model.ipynb) [![Launch Binder](https://mybinder.org/badge_logo.svg)](https://mybinder.org/v2/gh/onnx-quant-course/onnx-quant-course/main?labpath=notebooks%2Fstudent%2F07_your_own_model.ipynb)
 
 # %% [markdown]
-# # 07 · Your own model: the course's method as a tool
+# # 07 · Your own model: the method as one command
 #
 # You came with a model of your own. Lessons 02–06 quantized the course's three models and
 # measured every result; this lesson turns that method into one command,
@@ -459,3 +459,19 @@ figures = dict(
     audit_seconds=result.seconds,
 )
 cl.save_figures("07", figures)
+measure.record(  # the results store: the report sets this beside seed 003's quote
+    lesson="07",
+    model=nanogpt.NAME,
+    variant="dynamic int8",
+    path=dynamic,
+    metrics={
+        "fp32_bytes": fp32.stat().st_size,
+        "int8_bytes": dynamic.stat().st_size,
+        "speedup_b1": speed["dynamic", 1].speedup,
+        "speedup_b1_low": speed["dynamic", 1].speedup_low,
+        "speedup_b1_high": speed["dynamic", 1].speedup_high,
+        "fp32_perplexity": ppl["fp32"],
+        "perplexity": ppl["dynamic"],
+    },
+    options={"threads": THREADS, "batch": 1, "characters": 64},
+)
