@@ -49,11 +49,27 @@ PRECISION_WORDS = {
 
 def openvino_or_none() -> ModuleType | None:
     """The `openvino` module when it is installed and imports, else None (a lesson then skips the
-    OpenVINO section and says how to install it)."""
+    OpenVINO section and says how to install it).
+
+    Imported without its usage telemetry: `import openvino` imports `openvino.tools.ovc`, which
+    sends an "import" event to Google Analytics from a forked process unless the user opted out
+    (openvino_telemetry, backend "ga4", no opt-in dialog). The course sends nothing anywhere, and a
+    fork of a 1 GB kernel also counts twice against Binder's memory. The telemetry stays off where
+    it detects a CI job (`CI=true`), so the import runs with that set, and the variable is restored.
+    """
+    import os
+
+    before = os.environ.get("CI")
+    os.environ["CI"] = "true"
     try:
         return importlib.import_module("openvino")
     except ImportError:
         return None
+    finally:
+        if before is None:
+            os.environ.pop("CI", None)
+        else:
+            os.environ["CI"] = before
 
 
 def require_openvino() -> ModuleType:

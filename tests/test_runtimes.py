@@ -202,3 +202,21 @@ def test_lesson_05s_openvino_section_runs_without_openvino(monkeypatch, capsys):
     for sec, source in cells:
         if not (sec or "").startswith("## 7.") and made_there.search(source):
             assert "openvino is not None" in source, f"unguarded in {sec}:\n{source[:300]}"
+
+
+def test_openvino_is_imported_without_sending_its_usage_telemetry():
+    """`import openvino` forks a process that sends an event to Google Analytics unless opted out;
+    the course's import must not fork (nor leave CI set for what runs after)."""
+    import subprocess
+
+    code = (
+        "import os\n"
+        "def refuse(): raise SystemExit('openvino forked a process (its telemetry)')\n"
+        "os.fork = refuse\n"
+        "from course_lib import runtimes\n"
+        "ov = runtimes.openvino_or_none(); ov.Core()\n"
+        "import time; time.sleep(1)\n"
+        "print('CI' in os.environ)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-500:]
