@@ -4,6 +4,7 @@ on small hand-built models."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -394,3 +395,37 @@ def test_qdq_loss_debug_proposes_layers_of_the_graph(tmp_path):
     kept = next(n for n in onnx.load(str(again)).graph.node if n.name == found.proposal[0])
     weight = kept.input[1]
     assert weight in {t.name for t in onnx.load(str(again)).graph.initializer}  # still a float initializer
+
+
+@pytest.mark.parametrize("finished", [True, False])
+def test_the_audit_bar_in_a_notebook_follows_its_growing_total_and_ends_green_when_done(
+    monkeypatch, finished
+):
+    """The audit's estimates grow as it learns what to run; in a notebook the ipywidget bar must grow with
+    them (not stay full from the first step) and end green at 100 % unless the audit stopped early."""
+    import tqdm.auto
+    import tqdm.notebook
+
+    from course_lib.audit.run import _Progress
+
+    # Every update drawn (tqdm draws at most every 0.1 s; an audit's steps take seconds).
+    monkeypatch.setattr(tqdm.auto, "tqdm", functools.partial(tqdm.notebook.tqdm, mininterval=0))
+    bar = _Progress(True, "model.onnx")
+    with bar.step("pre-processing", 10):
+        pass
+    bar.add(30)
+    _, widget, text = bar.bar.container.children
+    assert (widget.value, widget.max) == (10, 40)
+    assert "25%" in text.value
+    with bar.step("an estimate that ran short", 35):
+        pass
+    assert (widget.value, widget.max) == (45, 45)
+    bar.add(5)  # a retry queued: more work than the last estimate said
+    with bar.step("the retry, quicker than its estimate", 2):
+        pass
+    bar.close(finished)
+    if finished:
+        assert (widget.value, widget.max, widget.bar_style) == (50, 50, "success")
+        assert "100%" in text.value
+    else:
+        assert (widget.value, widget.max, widget.bar_style) == (47, 50, "danger")

@@ -134,7 +134,15 @@ class _Progress:
         )
 
     def add(self, estimate: float) -> None:
-        self.bar.total += estimate
+        self._set_total(self.bar.total + estimate)
+
+    def _set_total(self, total: float) -> None:
+        self.bar.total = total
+        # In a notebook the bar is an ipywidget whose length tqdm sets once, from the first total;
+        # without this it stays full from the first step on while the text says 30 %.
+        widget = getattr(self.bar, "container", None)
+        if widget is not None:
+            widget.children[1].max = total
         self.bar.refresh()
 
     @contextlib.contextmanager
@@ -147,14 +155,18 @@ class _Progress:
 
     def advance(self, estimate: float) -> None:
         if self.bar.n + estimate > self.bar.total:  # an estimate ran short: never past 100 %
-            self.bar.total = self.bar.n + estimate
+            self._set_total(self.bar.n + estimate)
         self.bar.update(estimate)
 
     def say(self, line: str) -> None:
         if self.enabled:
             self.bar.write(line)
 
-    def close(self) -> None:
+    def close(self, finished: bool) -> None:
+        """End the bar: at 100 % when the audit finished (what the estimates left over was never work),
+        where it stopped otherwise, which tqdm's notebook bar shows in red."""
+        if finished and self.bar.n < self.bar.total:
+            self.bar.update(self.bar.total - self.bar.n)
         self.bar.close()
 
 
@@ -218,6 +230,7 @@ def audit(
     evaluation = reading.rows(samples, split.evaluation)
     eval_batch = min(max(batches), len(split.evaluation))
     bar = _Progress(progress, info.path.name)
+    finished = False
     bar.say(f"Auditing {info.path.name}: {notes[0]}.")
     try:
         with bar.step("pre-processing (quant_pre_process)", 10):
@@ -362,8 +375,9 @@ def audit(
         )
         with bar.step("writing the report", 1):
             result.files = report.write(result)
+        finished = True
     finally:
-        bar.close()
+        bar.close(finished)
     return result
 
 
