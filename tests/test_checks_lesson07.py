@@ -62,3 +62,38 @@ def test_int8_floor_is_one_byte_per_parameter():
     mib = checks.check_int8_floor(210_368 / 2**20, 210_368, 400_000)
     assert not mib and "2**20" in mib.message
     assert "No answer yet" in checks.check_int8_floor(None, 210_368, 400_000).message
+
+
+def test_the_rule_against_perplexity_finds_what_the_cosine_rule_let_through():
+    passed = SimpleNamespace(passes=True)
+    failed = SimpleNamespace(passes=False)
+    variants = [
+        SimpleNamespace(name="dynamic", path="d.onnx", quality=passed),
+        SimpleNamespace(name="4-bit", path="q4.onnx", quality=passed),
+        SimpleNamespace(name="static per-tensor", path="s.onnx", quality=failed),
+        SimpleNamespace(name="skipped", path="x.onnx", quality=None),
+    ]
+    result = SimpleNamespace(variants=variants)
+    measured = {"d.onnx": 4.05, "q4.onnx": 4.2, "s.onnx": 9.0}
+    asked = []
+
+    def perplexity(path, windows):
+        asked.append((path, windows))
+        return measured[path]
+
+    def check(answer, **kw):
+        return checks.check_rule_against_perplexity(answer, result, 4.0, "W", perplexity=perplexity, **kw)
+
+    right = check(["4-bit"])
+    assert right and "4-bit 4.200 (+5.0%)" in right.message and "Passed and within 2%: dynamic" in right.message
+    assert sorted(asked) == [("d.onnx", "W"), ("q4.onnx", "W"), ("s.onnx", "W")]  # skipped: never timed
+    missed = check([])
+    assert not missed and "Missing 4-bit" in missed.message
+    assert "fails the audit's rule" in check(["4-bit", "static per-tensor"]).message
+    assert "within 2%" in check(["4-bit", "dynamic"]).message
+    assert not check("4-bit") and "list of variant names" in check("4-bit").message
+    assert not check(None)
+    assert "not a variant the audit measured" in check(["skipped"]).message
+    # With a looser tolerance nothing passes the rule and loses perplexity: the empty list is right.
+    loose = check([], tolerance=0.1)
+    assert loose and "every variant that passed the rule also kept its perplexity" in loose.message

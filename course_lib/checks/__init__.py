@@ -62,7 +62,12 @@ from .lesson06 import (
     check_nbits_bytes,
     check_ship_verdicts,
 )
-from .lesson07 import check_audit_lessons, check_int8_floor, check_nanogpt_prediction
+from .lesson07 import (
+    check_audit_lessons,
+    check_int8_floor,
+    check_nanogpt_prediction,
+    check_rule_against_perplexity,
+)
 from .result import CheckResult
 
 __all__ = [
@@ -112,4 +117,5 @@ __all__ = [
     "check_nanogpt_prediction",
     "check_audit_lessons",
     "check_int8_floor",
+    "check_rule_against_perplexity",
 ]

@@ -95,3 +95,60 @@ def check_int8_floor(answer, parameters: int, file_bytes: int) -> CheckResult:
     return CheckResult(
         False, f"Got {got:.3f} MB, expected {expected:.2f} MB: {parameters:,} parameters x 1 byte."
     )
+
+
+def check_rule_against_perplexity(
+    answer, result, fp32_perplexity: float, windows, *, tolerance: float = 0.02, perplexity=None
+) -> CheckResult:
+    """Exercise 4 (write code, then interpret): the variants that pass the audit's output rule
+    (cosine with fp32) yet raise the NanoGPT's perplexity on `windows` by more than `tolerance`.
+    `result`: the `AuditResult`; `perplexity(path, windows)`: `nanogpt.perplexity` unless given."""
+    if perplexity is None:
+        from ..nanogpt import perplexity
+    measured = [v for v in result.variants if v.quality is not None]
+    ppl = {v.name: perplexity(v.path, windows) for v in measured}
+    limit = (1 + tolerance) * fp32_perplexity
+    expected = [v.name for v in measured if v.quality.passes and ppl[v.name] > limit]
+    if answer is None or isinstance(answer, str) or not hasattr(answer, "__iter__"):
+        return CheckResult(
+            False,
+            f"Got {answer!r}; give a list of variant names (an empty list if none), from: "
+            + ", ".join(repr(n) for n in ppl)
+            + ".",
+        )
+    got = list(answer)
+    unknown = [n for n in got if n not in ppl]
+    if unknown:
+        return CheckResult(False, f"{unknown[0]!r} is not a variant the audit measured: {', '.join(ppl)}.")
+
+    def rise(name: str) -> str:
+        return f"{name} {ppl[name]:.3f} ({ppl[name] / fp32_perplexity - 1:+.1%})"
+
+    if set(got) != set(expected):
+        missed, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
+        if missed:
+            return CheckResult(
+                False,
+                f"Missing {rise(missed[0])}: it passes the rule, and its perplexity is more than "
+                f"{tolerance:.0%} above fp32's {fp32_perplexity:.3f}.",
+            )
+        name = extra[0]
+        why = (
+            "fails the audit's rule, so the rule did not let it through"
+            if not next(v for v in measured if v.name == name).quality.passes
+            else f"is within {tolerance:.0%} of fp32's {fp32_perplexity:.3f}"
+        )
+        return CheckResult(False, f"Not {rise(name)}: it {why}.")
+    kept = [v.name for v in measured if v.quality.passes and ppl[v.name] <= limit]
+    said = (
+        f"The rule let through {', '.join(rise(n) for n in expected)}: outputs close in direction (cosine) "
+        "can still move the probability of the right character enough to show in perplexity."
+        if expected
+        else "Here every variant that passed the rule also kept its perplexity."
+    )
+    return CheckResult(
+        True,
+        f"Right. {said} Passed and within {tolerance:.0%}: {', '.join(kept) or 'none'}. The rule knows only "
+        "the outputs, so it is a floor for any model: judge a model by its own task's measure (lesson 04) "
+        "before you ship it.",
+    )
