@@ -85,7 +85,9 @@ def test_the_rule_against_perplexity_finds_what_the_cosine_rule_let_through():
         return checks.check_rule_against_perplexity(answer, result, 4.0, "W", perplexity=perplexity, **kw)
 
     right = check(["4-bit"])
-    assert right and "4-bit 4.200 (+5.0%)" in right.message and "Passed and within 2%: dynamic" in right.message
+    assert (
+        right and "4-bit 4.200 (+5.0%)" in right.message and "Passed and within 2%: dynamic" in right.message
+    )
     assert sorted(asked) == [("d.onnx", "W"), ("q4.onnx", "W"), ("s.onnx", "W")]  # skipped: never timed
     missed = check([])
     assert not missed and "Missing 4-bit" in missed.message
