@@ -146,16 +146,25 @@ def read_meta(path: Path) -> dict:
     return meta
 
 
-def check_entry(directory: Path, recipe: Recipe, fingerprint: str) -> dict:
-    """The metadata of the entry in `directory` when its format, recipe, data and weights' SHA-256
-    all match; CacheProblem with the reason otherwise. Whether the weights load is `models`' part."""
+def check_entry(
+    directory: Path,
+    recipe,
+    fingerprint: str,
+    *,
+    fingerprint_key: str = "data_fingerprint",
+    stale_data: str = "trained on different data or splits",
+    cache_format: int = CACHE_FORMAT,
+) -> dict:
+    """The metadata of the entry in `directory` when its format, recipe (anything with `to_dict()`),
+    data (`meta[fingerprint_key]`) and weights' SHA-256 all match; CacheProblem with the reason
+    otherwise. Whether the weights load is the caller's part."""
     meta = read_meta(directory / "meta.json")
-    if meta.get("format") != CACHE_FORMAT:
-        raise CacheProblem(f"cache format {meta.get('format')!r}, expected {CACHE_FORMAT}")
-    if meta.get("recipe") != recipe.to_dict():
+    if meta.get("format") != cache_format:
+        raise CacheProblem(f"cache format {meta.get('format')!r}, expected {cache_format}")
+    if meta.get("recipe") != json.loads(json.dumps(recipe.to_dict())):  # as meta.json holds it
         raise CacheProblem("stale: trained with a different recipe")
-    if meta.get("data_fingerprint") != fingerprint:
-        raise CacheProblem("stale: trained on different data or splits")
+    if meta.get(fingerprint_key) != fingerprint:
+        raise CacheProblem(f"stale: {stale_data}")
     weights = directory / "weights.pt"
     if not weights.exists():
         raise CacheProblem("weights file missing")

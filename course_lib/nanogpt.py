@@ -41,7 +41,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import data as _data
-from .cache import ONNX_EXPORTER, ONNX_OPSET, CacheProblem, read_meta
+from .cache import ONNX_EXPORTER, ONNX_OPSET, CacheProblem, check_entry
 from .files import atomic_write, sha256_file
 from .models import PARITY_ATOL, _progress, _seed_everything, _threads, device_description
 from .names import NANOGPT
@@ -519,19 +519,14 @@ def corpus_fingerprint(recipe: NanoGPTRecipe = DEFAULT_RECIPE) -> str:
 
 
 def _check_weights(directory: Path, recipe: NanoGPTRecipe) -> dict:
-    meta = read_meta(directory / "meta.json")
-    if meta.get("format") != CACHE_FORMAT:
-        raise CacheProblem(f"cache format {meta.get('format')!r}, expected {CACHE_FORMAT}")
-    if meta.get("recipe") != json.loads(json.dumps(recipe.to_dict())):
-        raise CacheProblem("stale: trained with a different recipe")
-    if meta.get("corpus_sha256") != corpus_fingerprint(recipe):
-        raise CacheProblem("stale: trained on a different corpus (another Python version?)")
-    weights = directory / "weights.pt"
-    if not weights.exists():
-        raise CacheProblem("weights file missing")
-    if sha256_file(weights) != meta.get("weights_sha256"):
-        raise CacheProblem("corrupt: weights file does not match its recorded SHA-256")
-    return meta
+    return check_entry(
+        directory,
+        recipe,
+        corpus_fingerprint(recipe),
+        fingerprint_key="corpus_sha256",
+        stale_data="trained on a different corpus (another Python version?)",
+        cache_format=CACHE_FORMAT,
+    )
 
 
 def _check_onnx(directory: Path, meta: dict) -> Path:

@@ -9,8 +9,9 @@ production preprocessing.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 # name -> (kind, quantize options). Static variants: QDQ unless quant_format says otherwise.
 RESNET_VARIANTS: dict[str, tuple[str, dict]] = {
@@ -42,7 +43,7 @@ def production_resnet_variant() -> str:
     return f"{BEST_RESNET} reduce_range" if u8s8_can_saturate() else BEST_RESNET
 
 
-def _quant_types(options: dict) -> dict:
+def quant_types(options: Mapping[str, Any]) -> dict[str, Any]:
     """The options with their enum names ("QUInt8", "QOperator") turned into the quantizer's enums."""
     from onnxruntime.quantization import QuantFormat, QuantType
 
@@ -77,13 +78,13 @@ def build_resnet_variants(
         out = directory / f"resnet18.{name.replace(' ', '_').replace('(', '').replace(')', '')}.onnx"
         start = time.perf_counter()
         if kind == "dynamic":
-            quantize_dynamic(paths["fp32"], out, **_quant_types(options))
+            quantize_dynamic(paths["fp32"], out, **quant_types(options))
         else:
             reader.rewind()
             settings = {
                 "quant_format": QuantFormat.QDQ,
                 "weight_type": QuantType.QInt8,
-                **_quant_types(options),
+                **quant_types(options),
             }
             quantize_static(paths["fp32"], out, reader, **settings)
         log(f"  built {name} in {time.perf_counter() - start:.1f} s")

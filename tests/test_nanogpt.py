@@ -230,3 +230,12 @@ def test_cache_with_another_recipe_is_stale(private_data_dir):
     other = dataclasses.replace(TINY, max_steps=5)
     assert ng.ensure_nanogpt(progress=False, log=log, recipe=other).trained
     assert any("stale: trained with a different recipe" in m for m in log)
+
+
+def test_cache_trained_on_another_corpus_is_stale(private_data_dir, monkeypatch):
+    """The corpus is this Python's standard library: another Python version reads other text."""
+    ng.ensure_nanogpt(progress=False, log=Log(), recipe=TINY)
+    monkeypatch.setattr(ng, "corpus_fingerprint", lambda recipe=None: "0" * 64)
+    log = Log()
+    assert ng.ensure_nanogpt(progress=False, log=log, recipe=TINY).trained
+    assert any("stale: trained on a different corpus (another Python version?)" in m for m in log), log

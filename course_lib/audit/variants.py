@@ -21,6 +21,8 @@ import numpy as np
 import onnx
 from onnxruntime.quantization import CalibrationDataReader
 
+from ..variants import quant_types
+
 _WEIGHTED = ("Conv", "MatMul", "Gemm")
 
 
@@ -287,18 +289,6 @@ class FeedReader(CalibrationDataReader):
         return -(-self.count // self.batch)
 
 
-def _enums(options: Mapping[str, Any]) -> dict[str, Any]:
-    from onnxruntime.quantization import QuantFormat, QuantType
-
-    out = dict(options)
-    for key in ("activation_type", "weight_type"):
-        if key in out:
-            out[key] = QuantType[out[key]]
-    if "quant_format" in out:
-        out["quant_format"] = QuantFormat[out["quant_format"]]
-    return out
-
-
 def build(
     plan: Plan,
     fp32: Path,
@@ -316,12 +306,17 @@ def build(
     with _quiet_quantizer():
         if plan.kind == "dynamic":
             quantize_dynamic(
-                fp32, out, use_external_data_format=external_data, **_enums(plan.options), **extra
+                fp32, out, use_external_data_format=external_data, **quant_types(plan.options), **extra
             )
         elif plan.kind == "static":
             reader = FeedReader(calibration or {}, batch=16)
             quantize_static(
-                fp32, out, reader, use_external_data_format=external_data, **_enums(plan.options), **extra
+                fp32,
+                out,
+                reader,
+                use_external_data_format=external_data,
+                **quant_types(plan.options),
+                **extra,
             )
         elif plan.kind == "4-bit":
             from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
