@@ -159,6 +159,19 @@ def test_one_array_feeds_a_one_input_model_whatever_its_key(tmp_path, mlp_file):
     assert list(got) == ["x"] and got["x"].shape == (120, 16)
 
 
+def test_missing_or_unreadable_sample_files_say_what_was_expected(tmp_path, mlp_file):
+    info = read_model(mlp_file)
+    with pytest.raises(AuditError) as err:
+        read_samples(tmp_path / "none.npz", info)
+    _says(err, "Expected the sample inputs as an .npz file (one array per model input)", "found nothing at")
+    truncated = tmp_path / "cut.npz"
+    np.savez(truncated, x=_rows())
+    truncated.write_bytes(truncated.read_bytes()[:200])
+    with pytest.raises(AuditError) as err:
+        read_samples(truncated, info)
+    _says(err, "Expected the sample inputs as an .npz file", "could not read cut.npz (", "np.savez(path, ")
+
+
 def test_wrong_shape_dtype_and_values(mlp_file):
     info = read_model(mlp_file)
     with pytest.raises(AuditError) as err:
@@ -200,6 +213,11 @@ def test_labels_are_checked(mlp_file, tmp_path):
     with pytest.raises(AuditError) as err:
         read_labels(tmp_path / "none.npy", 120, info, "logits")
     _says(err, "Expected the labels as an .npy file", "found nothing", "np.save")
+    garbled = tmp_path / "labels.npy"
+    garbled.write_bytes(b"not numpy")
+    with pytest.raises(AuditError) as err:
+        read_labels(garbled, 120, info, "logits")
+    _says(err, "Expected the labels as an .npy file", "could not read labels.npy (", "np.save(path, labels)")
 
 
 def test_batch_sizes_are_checked():

@@ -210,26 +210,36 @@ def read_model(path: str | os.PathLike) -> ModelInfo:
 # --------------------------------------------------------------------------------------------
 # The samples
 # --------------------------------------------------------------------------------------------
+def _np_load(path: Path, what: str, expected: str, holding: str, fix: str) -> Any:
+    """np.load without pickles; an AuditError naming what was expected, what was found and the fix."""
+    if not path.is_file():
+        raise AuditError(
+            f"Expected {what} as {expected} ({holding}); found nothing at {path}. {fix}",
+            expected=expected,
+            found=str(path),
+        )
+    try:
+        return np.load(path, allow_pickle=False)
+    except Exception as exc:
+        raise AuditError(
+            f"Expected {what} as {expected} ({holding}); could not read {path.name} ({type(exc).__name__}: "
+            f"{str(exc)[:120]}). {fix}",
+            expected=expected,
+            found=path.name,
+        ) from exc
+
+
 def _load_arrays(inputs: Any) -> tuple[dict[str, np.ndarray], str]:
     """{name: array} and where they came from, from a path (.npz or .npy), an array or a mapping."""
     if isinstance(inputs, str | os.PathLike):
         path = Path(inputs)
-        if not path.is_file():
-            raise AuditError(
-                f"Expected the sample inputs as an .npz file (one array per model input); found nothing "
-                f"at {path}. Save them with np.savez(path, **{{input_name: array}}).",
-                expected="an .npz file",
-                found=str(path),
-            )
-        try:
-            loaded = np.load(path, allow_pickle=False)
-        except Exception as exc:
-            raise AuditError(
-                f"Expected an .npz file of arrays; could not read {path.name} ({type(exc).__name__}: "
-                f"{str(exc)[:120]}). Save the samples with np.savez(path, **{{input_name: array}}).",
-                expected="an .npz file",
-                found=path.name,
-            ) from exc
+        loaded = _np_load(
+            path,
+            "the sample inputs",
+            "an .npz file",
+            "one array per model input",
+            "Save them with np.savez(path, **{input_name: array}).",
+        )
         if isinstance(loaded, np.ndarray):  # a plain .npy: one array
             return {"": loaded}, path.name
         with loaded:
@@ -333,22 +343,13 @@ def read_labels(labels: Any, count: int, model: ModelInfo, output: str) -> np.nd
     compared output is (N, classes)."""
     if isinstance(labels, str | os.PathLike):
         path = Path(labels)
-        if not path.is_file():
-            raise AuditError(
-                f"Expected the labels as an .npy file (one class index per sample); found nothing at {path}. "
-                "Save them with np.save(path, labels).",
-                expected="an .npy file",
-                found=str(path),
-            )
-        try:
-            labels = np.load(path, allow_pickle=False)
-        except Exception as exc:
-            raise AuditError(
-                f"Expected an .npy file of class indices; could not read {path.name} ({type(exc).__name__}). "
-                "Save them with np.save(path, labels).",
-                expected="an .npy file",
-                found=path.name,
-            ) from exc
+        labels = _np_load(
+            path,
+            "the labels",
+            "an .npy file",
+            "one class index per sample",
+            "Save them with np.save(path, labels).",
+        )
         if not isinstance(labels, np.ndarray):  # an .npz
             raise AuditError(
                 f"Expected one array of labels (.npy); {path.name} holds several (.npz). "
