@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .result import CheckResult
+from .result import CheckResult, speedup_interval
 
 
 def check_feature_count(answer: int) -> CheckResult:
@@ -71,10 +71,6 @@ def _verdict(comparison) -> str:
     return {True: "faster", False: "slower", None: "unsettled"}[comparison.speedup_at_least(1.0)]
 
 
-def _interval(c) -> str:
-    return f"{c.speedup:.2f}x ({c.speedup_low:.2f}–{c.speedup_high:.2f})"
-
-
 def check_s8s8_prediction(guess: float, answer: str, comparison, ran=None) -> CheckResult:
     """Exercise (predict, then interpret): the S8S8 file's speed against fp32 at batch 64.
 
@@ -87,7 +83,7 @@ def check_s8s8_prediction(guess: float, answer: str, comparison, ran=None) -> Ch
         )
     if answer is None:
         return CheckResult(False, 'No answer yet: write "faster", "slower" or "unsettled".')
-    expected, measured = _verdict(comparison), _interval(comparison)
+    expected, measured = _verdict(comparison), speedup_interval(comparison)
     said = str(answer).strip().lower()
     if said not in ("faster", "slower", "unsettled"):
         return CheckResult(False, f'Got {answer!r}; answer "faster", "slower" or "unsettled".')
@@ -150,7 +146,7 @@ def check_batch_gain(guess: str, answer: str, b1, b64) -> CheckResult:
     if said is None:
         return CheckResult(False, f'Got {answer!r}; answer "batch 1", "batch 64" or "neither".')
     expected = {True: "batch 1", False: "batch 64", None: "neither"}[b1.speedup_clearly_above(b64)]
-    both = f"batch 1 {_interval(b1)}, batch 64 {_interval(b64)}"
+    both = f"batch 1 {speedup_interval(b1)}, batch 64 {speedup_interval(b64)}"
     if said != expected:
         by_median = "batch 1" if b1.speedup > b64.speedup else "batch 64"
         if expected == "neither":

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from .result import CheckResult
+from .result import CheckResult, speedup_interval
 
 _VERDICTS = {True: "faster", False: "slower", None: "unsettled"}
-
-
-def _interval(c) -> str:
-    return f"{c.speedup:.2f}x ({c.speedup_low:.2f}–{c.speedup_high:.2f})"
 
 
 def check_nanogpt_prediction(guess, answer, comparison) -> CheckResult:
@@ -25,7 +21,9 @@ def check_nanogpt_prediction(guess, answer, comparison) -> CheckResult:
             "slower": "the whole interval lies below 1x, so INT8 is slower.",
             "unsettled": "the interval reaches both sides of 1x: this run cannot say which is faster.",
         }[expected]
-        return CheckResult(False, f"Got {answer!r}, expected {expected!r}: {_interval(comparison)}; {hint}")
+        return CheckResult(
+            False, f"Got {answer!r}, expected {expected!r}: {speedup_interval(comparison)}; {hint}"
+        )
     said = guess.strip().lower() if isinstance(guess, str) else None
     if said not in _VERDICTS.values():
         note = "(write your prediction in answer_1_guess before section 3 next time)"
@@ -39,7 +37,7 @@ def check_nanogpt_prediction(guess, answer, comparison) -> CheckResult:
         "the MatMuls) weigh as much as the integer arithmetic saves: whether INT8 wins is a property of "
         "this CPU's kernels, which is why the course measures it."
     )
-    return CheckResult(True, f"{expected.capitalize()}: {_interval(comparison)}; {note}{why}")
+    return CheckResult(True, f"{expected.capitalize()}: {speedup_interval(comparison)}; {note}{why}")
 
 
 def check_audit_lessons(answer, result) -> CheckResult:

@@ -17,3 +17,8 @@ class CheckResult:
 
     def _repr_markdown_(self) -> str:
         return ("✅ " if self.passed else "❌ ") + self.message
+
+
+def speedup_interval(comparison) -> str:
+    """A `LatencyComparison`'s speed-up with its interval, as the feedback quotes it: 1.34x (1.32–1.35)."""
+    return f"{comparison.speedup:.2f}x ({comparison.speedup_low:.2f}–{comparison.speedup_high:.2f})"
