@@ -1116,9 +1116,15 @@ cl.claim(
 #
 # ONNX Runtime's own U8S8 and S8S8 ratios are in section 3's tables. On the VNNI reference CPU,
 # with f32 pinned, OpenVINO ran the fp32 file about as fast as ONNX Runtime at batch 64 (and faster
-# at batch 1); by default it ran the convolutions in bf16 and was about twice as fast. It ran both QDQ files on integer kernels, the S8S8 file about as fast as
-# the U8S8 one, and both well past ONNX Runtime's best INT8 ratio at batch 64. Without the package,
-# this section says how to install it and the rest of the lesson runs.
+# at batch 1); by default it ran the convolutions in bf16 and was about twice as fast. It ran both
+# QDQ files on integer kernels, the S8S8 file about as fast as the U8S8 one, and both well past
+# ONNX Runtime's best INT8 ratio at batch 64. Without the package, this section says how to
+# install it and the rest of the lesson runs.
+#
+# `runtimes.openvino_or_none()` imports OpenVINO with its usage telemetry off. Left on, importing
+# it sends an event to Google Analytics from a forked copy of this kernel; the course sends nothing
+# anywhere, so it sets the switch OpenVINO itself honours in CI jobs (`CI=true`) for the import
+# and puts it back after.
 
 # %%
 openvino = runtimes.openvino_or_none()
