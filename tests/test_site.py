@@ -203,6 +203,13 @@ def test_every_lesson_and_the_report_has_a_page(site, executed):
     assert "quoted claim" in report and "measured here" in report
     index = Page(site / "index.html")
     assert "onnx-quant-course" in index.title and "Interactive explorer" not in index.title
+    # The pages show solutions; the home page sends learners to the student edition, and each
+    # lesson page's badges open that lesson's student edition.
+    assert "student edition" in index.plain
+    for notebook in LESSONS:
+        student = f"notebooks/student/{notebook.name}"
+        links = Page(site / f"{notebook.stem}.html").links
+        assert any("colab.research.google.com" in h and h.endswith(student) for h in links), notebook.stem
 
 
 def test_navigation_leads_through_the_lessons_in_order_then_the_report(site):

@@ -274,6 +274,10 @@ figures the course quotes.
 The interactive explorers cannot run on a static page; each is shown as it stood when its notebook
 finished. To use them, run the notebooks live (Colab, Binder or `make lab`).
 
+These pages show the exercises with their solutions, as they ran. To work through a lesson
+yourself, use the Colab or Binder badge at the top of its page: it opens the **student edition**,
+the same notebook with each solution left for you to write and its self-check kept.
+
 ```{tableofcontents}
 ```
 """
