@@ -13,12 +13,15 @@ STAMP  := $(VENV)/.course-installed
 # index; TORCH_INDEX=<url> names another index (a mirror). An unreachable index falls back to pip's.
 TORCH_INDEX ?= auto
 export TORCH_INDEX
+# The extras installed with the course: `test` (everything, for `make test`). A workshop room needs
+# less: EXTRAS=tooling,openvino (JupyterLab, the course's commands, lesson 05's second runtime).
+EXTRAS ?= test
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) course_lib/tooling/install.py torch --index '$(TORCH_INDEX)'
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
 	@$(PY) course_lib/tooling/install.py summary
 	@touch $(STAMP)
 

@@ -152,7 +152,8 @@ def test_archive_matches_its_manifest_and_holds_course_data_and_models(made):
     assert manifest["runtime"]["onnxruntime"] == onnxruntime.__version__
     assert manifest["data_source"]["kind"] == source.kind
     assert manifest["wheels"]["count"] == 1 and f"wheels/{PROBE_WHEEL}" in names
-    assert "pip install --no-index --find-links wheels/" in start and "00_start_here.ipynb" in start
+    assert 'pip install --no-index --find-links wheels/ -e ".[tooling,openvino]"' in start
+    assert "EXTRAS=tooling,openvino PIP_NO_INDEX=1" in start and "00_start_here.ipynb" in start
     assert bundle.verify_bundle(made) == manifest
 
 
@@ -317,3 +318,34 @@ def test_bundle_without_prepared_models_names_the_fix(private_data_dir, tmp_path
 def test_bundle_must_be_a_zip(tmp_path):
     with pytest.raises(bundle.BundleError, match=r"name it \*\.zip"):
         bundle.write_bundle(tmp_path / "course.tar.gz", progress=False)
+
+
+def test_the_wheelhouse_asks_the_index_for_the_courses_needs_not_the_course_or_its_test_tools():
+    from packaging.requirements import Requirement
+
+    names = {Requirement(r).name.lower() for r in bundle.project_requirements()}
+    # pyproject's extras name the course's own extras ("onnx-quant-course[lab]"); pip download would
+    # look for the course on the index and fail, so they are expanded.
+    assert "onnx-quant-course" not in names
+    assert {"torch", "onnxruntime", "jupyterlab", "ipykernel", "nbclient", "openvino", "setuptools"} <= names
+    assert not names & {"pytest", "playwright", "ruff", "jupyter-book", "zizmor"}
+    everything = {Requirement(r).name.lower() for r in bundle.project_requirements(extras=("test",))}
+    assert "onnx-quant-course" not in everything and {"pytest", "jupyterlab", "openvino"} <= everything
+    with pytest.raises(bundle.BundleError, match="no extra 'labs'; its extras: lab, tooling"):
+        bundle.project_requirements(extras=("labs",))
+
+
+def test_make_installs_the_extras_start_offline_names():
+    """START-OFFLINE.md tells a workshop room `EXTRAS=tooling,openvino make lab`: make must install
+    exactly those extras (the wheelhouse has nothing else), and `.[test]` by default."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    stamp = ".venv/.course-installed"
+
+    def install_line(*args: str) -> str:
+        done = subprocess.run(["make", "-n", "-B", *args, stamp], cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return next(line for line in done.stdout.splitlines() if "pip install --quiet -e" in line)
+
+    assert install_line().endswith("-e '.[test]'")
+    assert install_line(f"EXTRAS={','.join(bundle.WHEEL_EXTRAS)}").endswith("-e '.[tooling,openvino]'")

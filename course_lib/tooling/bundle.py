@@ -8,7 +8,9 @@ Python) holding one top-level folder, `onnx-quant-course/`, with:
 - the four Fashion-MNIST IDX files in `data/fashion-mnist/`, where `course_lib.data` looks first;
 - the trained models and ONNX files that `python -m course_lib prepare` made, in `data/models/`;
 - optionally (`--wheels`) a wheelhouse `wheels/` made by `pip download` for this platform and
-  Python version, with the test extra and the build backend, so `pip install --no-index` works.
+  Python version: the course's dependencies with the extras a workshop room uses (WHEEL_EXTRAS:
+  JupyterLab, the course's commands, lesson 05's OpenVINO; not the test suite) and the build
+  backend, so `pip install --no-index` works.
   It needs the package index while the bundle is made and is large: from PyPI, torch for Linux
   x86_64 is the CUDA build and brings several GB of nvidia-* wheels. For CPU-only torch (about
   200 MB) point pip at PyTorch's CPU index first, e.g.
@@ -214,12 +216,33 @@ def _model_entries() -> tuple[list[Entry], dict]:
     return entries, summary
 
 
-def project_requirements(root: Path = ROOT, extras: Sequence[str] = ("test",)) -> list[str]:
-    """What an offline `pip install -e ".[test]"` needs: dependencies, the extras and the build backend."""
+# What the bundle's wheelhouse installs: `doctor` wants `tooling` (JupyterLab and the course's
+# commands); `openvino` runs lesson 05's second runtime. The test suite's extra stays out.
+WHEEL_EXTRAS = ("tooling", "openvino")
+
+
+def project_requirements(root: Path = ROOT, extras: Sequence[str] = WHEEL_EXTRAS) -> list[str]:
+    """What an offline `pip install -e ".[extras]"` needs: dependencies, the extras and the build
+    backend. An extra that names the course's own extras (`onnx-quant-course[lab]`) is expanded
+    into theirs: the course itself is in the bundle, not on the package index."""
     project = tomllib.loads((Path(root) / "pyproject.toml").read_text())
+    name = project["project"]["name"]
+    optional = project["project"].get("optional-dependencies", {})
     reqs = list(project["project"]["dependencies"])
-    for extra in extras:
-        reqs += project["project"].get("optional-dependencies", {}).get(extra, [])
+    todo, seen = list(extras), set()
+    while todo:
+        extra = todo.pop(0)
+        if extra in seen:
+            continue
+        if extra not in optional:
+            raise BundleError(f"pyproject.toml has no extra {extra!r}; its extras: {', '.join(optional)}")
+        seen.add(extra)
+        for req in optional[extra]:
+            own = re.fullmatch(rf"{re.escape(name)}\[([\w,\s-]+)\]", req.strip())
+            if own:
+                todo += [e.strip() for e in own.group(1).split(",")]
+            else:
+                reqs.append(req)
     reqs += project.get("build-system", {}).get("requires", [])
     return list(dict.fromkeys(reqs))
 
@@ -285,6 +308,7 @@ def git_commit(root: Path = ROOT) -> dict:
 def start_offline_text(wheels: bool, wheel_platform: str) -> str:
     """The instructions at the top of the bundle; they differ with and without a wheelhouse."""
     py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    extras = ",".join(WHEEL_EXTRAS)
     if wheels:
         install = f"""The folder `wheels/` holds every package the course needs, downloaded for **{wheel_platform},
 Python {py}** (the machine that made this bundle). On a machine of that kind:
@@ -292,11 +316,12 @@ Python {py}** (the machine that made this bundle). On a machine of that kind:
 ```bash
 python{py} -m venv .venv
 . .venv/bin/activate                     # Windows: .venv\\Scripts\\activate
-pip install --no-index --find-links wheels/ -e ".[test]"
+pip install --no-index --find-links wheels/ -e ".[{extras}]"
 ```
 
 With `make` (Linux, macOS), install, check and open in one step:
-`PIP_NO_INDEX=1 PIP_FIND_LINKS="$PWD/wheels" make lab`.
+`EXTRAS={extras} PIP_NO_INDEX=1 PIP_FIND_LINKS="$PWD/wheels" make lab`. The test suite's
+packages are not in `wheels/`: `make test` needs the package index.
 For another operating system or Python version the wheels do not fit; install from a local
 package mirror instead, or ask the instructor for a bundle made on such a machine."""
     else:
