@@ -447,3 +447,42 @@ def test_the_audit_bar_in_a_notebook_follows_its_growing_total_and_ends_green_wh
         assert "100%" in text.value
     else:
         assert (widget.value, widget.max, widget.bar_style) == (47, 50, "danger")
+
+
+def _wide_model(path, width: int = 1000):
+    """x (N, width) -> MatMul -> Relu -> y: three float tensors of `width` values per row."""
+    w = numpy_helper.from_array(np.eye(width, dtype=np.float32), "W")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"), helper.make_node("Relu", ["h"], ["y"])],
+        "wide",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", width])],
+        [w],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_calibration_batch_fits_the_calibrators_memory_to_the_model(tmp_path, monkeypatch):
+    """Calibrating the text encoder 16 sentences at a time took 2.7 GB; the batch now comes from one
+    row's float tensors (here 3 x 4,000 bytes), held about twice, against ROW_MEMORY."""
+    from course_lib.audit import variants
+
+    model = _wide_model(tmp_path / "wide.onnx")
+    rows = {"x": np.ones((40, 1000), np.float32)}
+    monkeypatch.setattr(variants, "ROW_MEMORY", 240_000)
+    assert variants.calibration_batch(model, rows, tmp_path / "work") == 10  # 240,000 / (2 x 12,000)
+    assert list((tmp_path / "work").iterdir()) == []  # the probe copy is gone
+    monkeypatch.setattr(variants, "ROW_MEMORY", 1_000)
+    assert variants.calibration_batch(model, rows, tmp_path / "work") == 1  # never below one row
+    monkeypatch.setattr(variants, "ROW_MEMORY", 10**12)
+    assert variants.calibration_batch(model, rows, tmp_path / "work") == variants.CALIBRATION_MOST_ROWS
+    assert variants.calibration_batch(model, {"x": rows["x"][:3]}, tmp_path / "work") == 3
+    # The same budget over the debugger's tensors (MatMul's input and output, saved from both files).
+    from onnxruntime.quantization import qdq_loss_debug
+
+    qdq_loss_debug.modify_model_output_intermediate_tensors(
+        str(model), str(tmp_path / "aug.onnx"), ["MatMul"]
+    )
+    monkeypatch.setattr(variants, "ROW_MEMORY", 200_000)
+    assert variants.debug_rows(tmp_path / "aug.onnx", rows, model) == 10  # 200,000 / (2.5 x 8,000)

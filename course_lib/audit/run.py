@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .. import hardware, kernels, measure
 from ..nodes import checked_node_names
 from . import evaluate, variants
@@ -269,6 +267,16 @@ def audit(
                     info.path, feeds[max(batches)], max(batches), threads=threads
                 ).increase_bytes,
             }
+        calibration_batch = variants.CALIBRATION_MOST_ROWS
+        if any(p.kind == "static" for p in plans):
+            with bar.step("calibration: rows per batch that fit in memory", 1):
+                calibration_batch = variants.calibration_batch(
+                    pre, calibration, work / "probe", external_data=info.external_data
+                )
+            notes.append(
+                f"static variants calibrated {calibration_batch} samples at a time, which keeps what the "
+                f"calibrator holds near {variants.ROW_MEMORY / 2**20:.0f} MiB"
+            )
         results: list[VariantResult] = []
         queue = list(plans)
         while queue:
@@ -285,6 +293,7 @@ def audit(
                         calibration,
                         external_data=info.external_data,
                         nodes_to_exclude=excluded,
+                        calibration_batch=calibration_batch,
                     )
                 except Exception as exc:  # noqa: BLE001 - a quantizer's failure is a finding, not a crash
                     skipped.append(
@@ -389,12 +398,10 @@ def _speed_line(result: VariantResult, batches: list[int]) -> str:
 
 def _debug_and_retry(plan, result, pre, calibration, work, queue, bar, estimate) -> None:
     """qdq_loss_debug on a static variant that fails; queue one rerun with its worst layers in float."""
-    rows = 32 if sum(int(np.prod(a.shape[1:])) for a in calibration.values()) <= 4096 else 8
-    some = {name: array[:rows] for name, array in calibration.items()}
     with bar.step(f"{plan.name}: qdq_loss_debug", 5):
         try:
             result.sensitivity = variants.sensitive_layers(
-                pre, result.path, some, work / "debug", name=plan.name, keep=EXCLUDE_LAYERS
+                pre, result.path, calibration, work / "debug", name=plan.name, keep=EXCLUDE_LAYERS
             )
         except Exception as exc:  # noqa: BLE001 - the debugger's failure is reported, the audit goes on
             result.note = (

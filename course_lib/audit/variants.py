@@ -25,6 +25,13 @@ from ..variants import quant_types
 
 _WEIGHTED = ("Conv", "MatMul", "Gemm")
 
+# What a calibration pass or the debugger may hold of the samples' tensors. The audit runs beside a
+# lesson kernel, and Binder gives a session 2 GB: calibrating the text encoder 16 sentences at a
+# time took 2.7 GB, and debugging 32 sentences 2.3 GB.
+ROW_MEMORY = 400 * 2**20
+CALIBRATION_MOST_ROWS = 16
+DEBUG_MOST_ROWS = 32
+
 
 # --------------------------------------------------------------------------------------------
 # Where the work is
@@ -297,8 +304,10 @@ def build(
     *,
     external_data: bool,
     nodes_to_exclude: list[str] | None = None,
+    calibration_batch: int = CALIBRATION_MOST_ROWS,
 ) -> Path:
-    """Write the variant `plan` of the pre-processed `fp32` file to `out`."""
+    """Write the variant `plan` of the pre-processed `fp32` file to `out` (a static one calibrated
+    `calibration_batch` rows at a time)."""
     from onnxruntime.quantization import quantize_dynamic, quantize_static
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -309,7 +318,7 @@ def build(
                 fp32, out, use_external_data_format=external_data, **quant_types(plan.options), **extra
             )
         elif plan.kind == "static":
-            reader = FeedReader(calibration or {}, batch=16)
+            reader = FeedReader(calibration or {}, batch=calibration_batch)
             quantize_static(
                 fp32,
                 out,
@@ -345,6 +354,56 @@ def _quiet_quantizer():
 # --------------------------------------------------------------------------------------------
 # qdq_loss_debug: which layers lose the most
 # --------------------------------------------------------------------------------------------
+def _row_bytes(augmented: Path, samples: Mapping[str, np.ndarray], original: Path) -> int:
+    """The bytes of the tensors `augmented` (a copy of `original` that also outputs its tensors,
+    after the original's own outputs) saves for the first sample row."""
+    import onnxruntime as ort
+
+    own = len(onnx.load(str(original), load_external_data=False).graph.output)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(augmented), options, providers=["CPUExecutionProvider"])
+    one = {name: array[:1] for name, array in samples.items()}
+    return int(sum(np.asarray(out).nbytes for out in session.run(None, one)[own:]))
+
+
+def _rows(budget: float, per_row: float, most: int, samples: Mapping[str, np.ndarray]) -> int:
+    available = len(next(iter(samples.values())))
+    return int(max(1, min(most, available, budget // max(1.0, per_row))))
+
+
+def calibration_batch(
+    fp32: Path, samples: Mapping[str, np.ndarray], work: Path, *, external_data: bool = False
+) -> int:
+    """Rows per calibration batch. ONNX Runtime's calibrator holds about twice a batch's float
+    tensors while it runs it (the text encoder: 80 MB of tensors a sentence at 128 tokens, about
+    140 MB held), so the batch is ROW_MEMORY over twice one row's tensors, measured by running one
+    row through a copy of `fp32` that outputs them all."""
+    from onnxruntime.quantization import qdq_loss_debug as qdq_debug
+
+    work.mkdir(parents=True, exist_ok=True)
+    probe = work / "rows.probe.onnx"
+    try:
+        with _quiet_quantizer():
+            qdq_debug.modify_model_output_intermediate_tensors(
+                str(fp32), str(probe), None, save_as_external_data=external_data
+            )
+        per_row = _row_bytes(probe, samples, fp32)
+    finally:
+        probe.unlink(missing_ok=True)
+        if external_data:
+            probe.with_name(probe.name + ".data").unlink(missing_ok=True)
+    return _rows(ROW_MEMORY, 2 * per_row, CALIBRATION_MOST_ROWS, samples)
+
+
+def debug_rows(augmented: Path, samples: Mapping[str, np.ndarray], original: Path) -> int:
+    """How many sample rows `qdq_loss_debug` can save the tensors of within ROW_MEMORY: one row
+    through the fp32 file augmented to output its layers' tensors gives the bytes a row saves; the
+    QDQ file saves about 1.5 times that more (each quantized tensor as 8-bit codes and again decoded
+    to float)."""
+    return _rows(ROW_MEMORY, 2.5 * _row_bytes(augmented, samples, original), DEBUG_MOST_ROWS, samples)
+
+
 @dataclass
 class Sensitivity:
     """qdq_loss_debug's findings for one static variant: per compute layer, its weight SQNR and,
@@ -382,10 +441,12 @@ def sensitive_layers(
     # One run over all the rows, and only the tensors the comparison reads: the compute layers'
     # inputs and outputs in fp32, the Quantize/DequantizeLinear pairs in the QDQ file. Saving every
     # tensor (the debugger's default) took 4 GB on the text encoder.
-    reader = FeedReader(samples, batch=len(next(iter(samples.values()))))
     aug_fp32, aug_q = work / "debug.fp32.onnx", work / f"debug.{variant.stem}.onnx"
     with _quiet_quantizer():
         qdq_debug.modify_model_output_intermediate_tensors(str(fp32), str(aug_fp32), list(_WEIGHTED))
+        count = debug_rows(aug_fp32, samples, fp32)
+        samples = {name: array[:count] for name, array in samples.items()}
+        reader = FeedReader(samples, batch=count)
         float_acts = qdq_debug.collect_activations(str(aug_fp32), reader)
         qdq_debug.modify_model_output_intermediate_tensors(
             str(variant), str(aug_q), ["QuantizeLinear", "DequantizeLinear"]
