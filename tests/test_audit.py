@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -486,3 +487,18 @@ def test_calibration_batch_fits_the_calibrators_memory_to_the_model(tmp_path, mo
     )
     monkeypatch.setattr(variants, "ROW_MEMORY", 200_000)
     assert variants.debug_rows(tmp_path / "aug.onnx", rows, model) == 10  # 200,000 / (2.5 x 8,000)
+
+
+def test_pre_processing_leaves_only_its_output_even_when_symbolic_shapes_fail(tmp_path, monkeypatch):
+    """ONNX Runtime saves a failed symbolic shape inference (sym_shape_infer_temp.onnx and a copy of
+    the weights under a random name) in the working directory; relative paths must still work."""
+    from course_lib.audit import variants
+    from course_lib.pre_process import contrib_op_model
+
+    monkeypatch.chdir(tmp_path)
+    model = contrib_op_model(tmp_path / "inverse.onnx")  # an op symbolic shape inference does not know
+    note = variants.pre_process(Path("inverse.onnx"), Path("work") / "inverse.pre.onnx", external_data=False)
+    assert "symbolic shape inference failed" in note, note
+    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["inverse.pre.onnx"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [model.name, "work"]
+    onnx.checker.check_model(str(tmp_path / "work" / "inverse.pre.onnx"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -253,10 +254,16 @@ def pre_process(model: Path, out: Path, *, external_data: bool) -> str:
     Returns what was done, in words."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
+    model, out = Path(model).resolve(), Path(out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     options = {"save_as_external_data": external_data}
-    # On failure ONNX Runtime leaves sym_shape_infer_temp.onnx in the working directory.
-    with contextlib.chdir(out.parent):
+    # When symbolic shape inference fails, ONNX Runtime saves what it got in the working directory
+    # (sym_shape_infer_temp.onnx and, beside it, all the weights again under a random name: 90 MB
+    # for the text encoder). The audit has no use for them: it runs in a folder removed after.
+    with (
+        tempfile.TemporaryDirectory(prefix=".pre-process-", dir=out.parent) as scratch,
+        contextlib.chdir(scratch),
+    ):
         try:
             quant_pre_process(str(model), str(out), **options)
             return "pre-processed with quant_pre_process (symbolic shape inference, optimization, ONNX shape inference)"
