@@ -61,6 +61,7 @@ ALLOWED = {
     ("04", "0.3 points"): "the deployment target the lesson sets",
     ("04", "99.5 %"): "the deployment target the lesson sets",
     ("04", "1.5x"): "the deployment target the lesson sets",
+    ("04", "10%"): "the margin the per-tensor claim allows, a setting (timed in turn with per-channel)",
     ("00", "10 classes"): "Fashion-MNIST's classes, a fact of the dataset",
     ("00", "1,000 images"): "the calibration pool's size, a setting (data.split_indices)",
     ("01", "16 times"): "int4 has 2**4 codes, int8 2**8: arithmetic",

@@ -969,8 +969,9 @@ cl.claim(
 # The verdict per variant: weak calibration, **don't ship** (it fails the acceptance rule; fix the
 # calibration data). The two files with float layers, **don't ship** for this target: they are
 # no more faithful than the production choice and far larger. Per-tensor, where it passes the
-# rule, agrees no better than per-channel and is not clearly faster: prefer per-channel. The
-# production choice meets the accuracy, agreement and size targets on the CPUs the course has met.
+# rule, agrees no better than per-channel and is not clearly faster (within 10%, timed in turn with
+# it): prefer per-channel. The production choice meets the accuracy, agreement and size targets on
+# the CPUs the course has met.
 # Whether it meets the speed target is the close call: its ratio comes out near 1.5x, on one side
 # or the other from run to run (the block below). When the interval straddles 1.5x or falls just
 # short, "none" is not an answer: time it again with more runs, time it on the machine you will
@@ -1072,11 +1073,21 @@ cl.claim(
     and all(size_ratio(candidates[n]) > size_ratio(variants[MAIN]) + 0.1 for n in floats),
     "; ".join(f"{n}: {d}" for n, d in float_diffs.items()),
 )
+# Per-tensor against the production choice, timed in turn with each other: two ratios to fp32
+# taken at different moments cannot settle a few per cent (lesson 05).
+pt_vs_pc = measure.compare_latency(
+    {MAIN: variants[MAIN], "per-tensor": variants["per-tensor"]},
+    {"input": test_x[:64]},
+    threads=THREADS,
+    warmup=3,
+    runs=40,
+)
+pt_not_faster = pt_vs_pc.speedup_at_least(1.1)
 cl.claim(
-    "Per-tensor, where it passes, agrees no better than per-channel and is not clearly faster",
-    (pt_vs_main.is_noise or pt_vs_main.points < 0)
-    and speed["per-tensor"].speedup_clearly_above(speed[MAIN]) is not True,
-    f"{pt_vs_main}; per-tensor {ratio(speed['per-tensor'])} against {ratio(main_speed)}",
+    "Per-tensor, where it passes, agrees no better than per-channel and is not clearly faster "
+    "(10% or more, timed in turn with it)",
+    (pt_vs_main.is_noise or pt_vs_main.points < 0) and (None if pt_not_faster is None else not pt_not_faster),
+    f"{pt_vs_main}; {MAIN} time / per-tensor time {ratio(pt_vs_pc)}",
     applies=verdicts["per-tensor"].passes,
     scope="CPUs where per-tensor passes the acceptance rule",
 )
