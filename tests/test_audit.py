@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -370,6 +371,52 @@ def test_an_mlp_end_to_end_with_labels(tmp_path, mlp_file):
         assert result.recommended_path.is_file()
 
 
+def test_a_model_with_external_data_is_audited_into_files_that_load_and_nothing_else(tmp_path):
+    """Weights in a .data file (models past 2 GB): every file written keeps one data file beside it,
+    the recommended one too, and the helpers' copies (probe, debugger) leave nothing behind."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(0)
+    w1, w2 = (
+        rng.standard_normal((16, 256)).astype(np.float32) / 4,
+        rng.standard_normal((256, 4)).astype(np.float32) / 16,
+    )
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+            helper.make_node("Relu", ["h"], ["r"], name="relu"),
+            helper.make_node("MatMul", ["r", "w2"], ["logits"], name="fc2"),
+        ],
+        "wide_mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 4])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "given" / "wide.onnx"
+    path.parent.mkdir()
+    onnx.save(model, str(path), save_as_external_data=True, location="wide.onnx.data", size_threshold=0)
+    x = _rows(150)
+    result = audit(path, {"x": x}, batch=(8,), out=tmp_path / "out", progress=False)
+    assert read_model(path).external_data and result.variants
+    files = [v.path for v in result.variants] + [result.recommended_path] * bool(result.recommended_path)
+    for written in files:
+        loaded = onnx.load(str(written))  # resolves its external data from beside it
+        assert loaded.graph.node
+        ort.InferenceSession(str(written)).run(None, {"x": x[:2]})
+    everything = sorted(
+        p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*") if p.is_file()
+    )
+    stray = [
+        name
+        for name in everything
+        if not name.startswith("audit.")
+        and not re.fullmatch(r"(variants/|work/)?wide\.[\w.-]+\.onnx(\.data)?", name)
+    ]
+    assert stray == [], everything
+
+
 def test_the_command_line_audits_a_conv_net_without_labels(tmp_path, capsys):
     from course_lib.tooling.cli import main
 
@@ -398,19 +445,27 @@ def test_the_command_line_audits_a_conv_net_without_labels(tmp_path, capsys):
     assert bad == 2 and "found nothing at" in capsys.readouterr().err
 
 
-def test_qdq_loss_debug_proposes_layers_of_the_graph(tmp_path):
+@pytest.mark.parametrize("external", [False, True])
+def test_qdq_loss_debug_proposes_layers_of_the_graph(tmp_path, external):
     from course_lib.audit.variants import Plan, build, sensitive_layers
     from course_lib.nodes import checked_node_names
 
     model = conv_net(tmp_path / "conv.onnx")
+    if external:  # every weight in conv.onnx.data
+        onnx.save(onnx.load(str(model)), str(model), save_as_external_data=True, size_threshold=0)
     x = {"x": np.random.default_rng(0).random((40, 1, 8, 8), dtype=np.float32)}
     plan = Plan("static U8S8 per-tensor", "static", {"quant_format": "QDQ", "per_channel": False})
-    variant = build(plan, model, tmp_path / "q.onnx", x, external_data=False)
-    found = sensitive_layers(model, variant, x, tmp_path / "debug", name=plan.name, keep=1)
+    variant = build(plan, model, tmp_path / "q.onnx", x, external_data=external)
+    found = sensitive_layers(
+        model, variant, x, tmp_path / "debug", name=plan.name, keep=1, external_data=external
+    )
+    assert list((tmp_path / "debug").iterdir()) == []  # the augmented copies and their data are gone
     assert {layer["node"] for layer in found.layers} == {"conv", "fc"} and len(found.proposal) == 1
     assert checked_node_names(model, found.proposal) == found.proposal
     assert all(layer["weight_sqnr_db"] > 20 for layer in found.layers) and found.first_input_sqnr is not None
-    again = build(plan, model, tmp_path / "q2.onnx", x, external_data=False, nodes_to_exclude=found.proposal)
+    again = build(
+        plan, model, tmp_path / "q2.onnx", x, external_data=external, nodes_to_exclude=found.proposal
+    )
     kept = next(n for n in onnx.load(str(again)).graph.node if n.name == found.proposal[0])
     weight = kept.input[1]
     assert weight in {t.name for t in onnx.load(str(again)).graph.initializer}  # still a float initializer

@@ -338,7 +338,17 @@ def audit(
                 candidate = evaluate.outputs(path, evaluation, output, batch=eval_batch, threads=threads)
                 result.quality = quality_of(candidate)
             if plan.kind == "static" and not result.quality.passes and not excluded:
-                _debug_and_retry(plan, result, pre, calibration, work, queue, bar, calibrate + per_variant)
+                _debug_and_retry(
+                    plan,
+                    result,
+                    pre,
+                    calibration,
+                    work,
+                    queue,
+                    bar,
+                    calibrate + per_variant,
+                    info.external_data,
+                )
             with bar.step(f"{plan.name}: speed against fp32", timing):
                 result.speed = evaluate.speed(info.path, path, feeds, runs, name=plan.name, threads=threads)
             with bar.step(f"{plan.name}: peak memory", 4):
@@ -396,12 +406,18 @@ def _speed_line(result: VariantResult, batches: list[int]) -> str:
     return ", ".join(f"batch {b}: {ratio_text(result.speed_tuple(b))}" for b in batches if b in result.speed)
 
 
-def _debug_and_retry(plan, result, pre, calibration, work, queue, bar, estimate) -> None:
+def _debug_and_retry(plan, result, pre, calibration, work, queue, bar, estimate, external_data) -> None:
     """qdq_loss_debug on a static variant that fails; queue one rerun with its worst layers in float."""
     with bar.step(f"{plan.name}: qdq_loss_debug", 5):
         try:
             result.sensitivity = variants.sensitive_layers(
-                pre, result.path, calibration, work / "debug", name=plan.name, keep=EXCLUDE_LAYERS
+                pre,
+                result.path,
+                calibration,
+                work / "debug",
+                name=plan.name,
+                keep=EXCLUDE_LAYERS,
+                external_data=external_data,
             )
         except Exception as exc:  # noqa: BLE001 - the debugger's failure is reported, the audit goes on
             result.note = (

@@ -256,7 +256,14 @@ def pre_process(model: Path, out: Path, *, external_data: bool) -> str:
 
     model, out = Path(model).resolve(), Path(out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    options = {"save_as_external_data": external_data}
+    # One data file beside the output (quant_pre_process's default writes one file per tensor,
+    # named after the tensor, and onnx.save's a random name).
+    location = f"{out.name}.data"
+    options = (
+        {"save_as_external_data": True, "all_tensors_to_one_file": True, "external_data_location": location}
+        if external_data
+        else {}
+    )
     # When symbolic shape inference fails, ONNX Runtime saves what it got in the working directory
     # (sym_shape_infer_temp.onnx and, beside it, all the weights again under a random name: 90 MB
     # for the text encoder). The audit has no use for them: it runs in a folder removed after.
@@ -273,7 +280,7 @@ def pre_process(model: Path, out: Path, *, external_data: bool) -> str:
             quant_pre_process(str(model), str(out), skip_symbolic_shape=True, **options)
             return f"pre-processed with quant_pre_process(skip_symbolic_shape=True): symbolic shape inference failed ({why})"
         except Exception as second:  # noqa: BLE001
-            onnx.save(onnx.load(str(model)), str(out), save_as_external_data=external_data)
+            onnx.save(onnx.load(str(model)), str(out), save_as_external_data=external_data, location=location)
             return (
                 f"not pre-processed: quant_pre_process failed ({why}) and again without symbolic shapes "
                 f"({type(second).__name__}: {str(second)[:160]}); the model is quantized as it is"
@@ -389,17 +396,15 @@ def calibration_batch(
     from onnxruntime.quantization import qdq_loss_debug as qdq_debug
 
     work.mkdir(parents=True, exist_ok=True)
-    probe = work / "rows.probe.onnx"
-    try:
+    # In a folder of its own, removed after: with external data, the copy's weights go to a file
+    # with a random name beside it.
+    with tempfile.TemporaryDirectory(prefix="rows-probe-", dir=work) as scratch:
+        probe = Path(scratch) / "rows.probe.onnx"
         with _quiet_quantizer():
             qdq_debug.modify_model_output_intermediate_tensors(
                 str(fp32), str(probe), None, save_as_external_data=external_data
             )
         per_row = _row_bytes(probe, samples, fp32)
-    finally:
-        probe.unlink(missing_ok=True)
-        if external_data:
-            probe.with_name(probe.name + ".data").unlink(missing_ok=True)
     return _rows(ROW_MEMORY, 2 * per_row, CALIBRATION_MOST_ROWS, samples)
 
 
@@ -436,7 +441,14 @@ class Sensitivity:
 
 
 def sensitive_layers(
-    fp32: Path, variant: Path, samples: Mapping[str, np.ndarray], work: Path, *, name: str, keep: int = 3
+    fp32: Path,
+    variant: Path,
+    samples: Mapping[str, np.ndarray],
+    work: Path,
+    *,
+    name: str,
+    keep: int = 3,
+    external_data: bool = False,
 ) -> Sensitivity:
     """Compare the fp32 and QDQ files tensor by tensor with ONNX Runtime's `qdq_loss_debug`
     (lesson 04): weights against their quantize-dequantize round trip, activations of both models
@@ -448,15 +460,22 @@ def sensitive_layers(
     # One run over all the rows, and only the tensors the comparison reads: the compute layers'
     # inputs and outputs in fp32, the Quantize/DequantizeLinear pairs in the QDQ file. Saving every
     # tensor (the debugger's default) took 4 GB on the text encoder.
-    aug_fp32, aug_q = work / "debug.fp32.onnx", work / f"debug.{variant.stem}.onnx"
-    with _quiet_quantizer():
-        qdq_debug.modify_model_output_intermediate_tensors(str(fp32), str(aug_fp32), list(_WEIGHTED))
+    # The augmented copies live in a folder removed after (with external data, their weights go to
+    # files with random names beside them).
+    with tempfile.TemporaryDirectory(prefix="debug-", dir=work) as scratch, _quiet_quantizer():
+        aug_fp32, aug_q = Path(scratch) / "debug.fp32.onnx", Path(scratch) / f"debug.{variant.stem}.onnx"
+        qdq_debug.modify_model_output_intermediate_tensors(
+            str(fp32), str(aug_fp32), list(_WEIGHTED), save_as_external_data=external_data
+        )
         count = debug_rows(aug_fp32, samples, fp32)
         samples = {name: array[:count] for name, array in samples.items()}
         reader = FeedReader(samples, batch=count)
         float_acts = qdq_debug.collect_activations(str(aug_fp32), reader)
         qdq_debug.modify_model_output_intermediate_tensors(
-            str(variant), str(aug_q), ["QuantizeLinear", "DequantizeLinear"]
+            str(variant),
+            str(aug_q),
+            ["QuantizeLinear", "DequantizeLinear"],
+            save_as_external_data=external_data,
         )
         reader.rewind()
         acts = qdq_debug.collect_activations(str(aug_q), reader)
@@ -469,8 +488,6 @@ def sensitive_layers(
             qdq_debug.create_weight_matching(str(fp32), str(variant))
         )
     del acts, float_acts
-    for path in (aug_fp32, aug_q):
-        path.unlink(missing_ok=True)
     graph = onnx.load(str(fp32), load_external_data=False).graph
     initializers = {t.name for t in graph.initializer}
 
