@@ -557,3 +557,25 @@ def test_pre_processing_leaves_only_its_output_even_when_symbolic_shapes_fail(tm
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["inverse.pre.onnx"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [model.name, "work"]
     onnx.checker.check_model(str(tmp_path / "work" / "inverse.pre.onnx"))
+
+
+def test_where_u8s8_can_saturate_the_audit_builds_reduce_range_files(tmp_path, monkeypatch):
+    """On an x86 CPU without VNNI (simulated here), the static variants store weights on 7 bits
+    (ONNX Runtime's reduce_range range for int8 weights is -64..64)."""
+    from course_lib import hardware
+
+    monkeypatch.setattr(hardware, "u8s8_can_saturate", lambda: True)
+    monkeypatch.setattr(hardware, "has_vnni", lambda: False)
+    x = np.random.default_rng(0).random((100, 1, 8, 8), dtype=np.float32)
+    result = audit(
+        conv_net(tmp_path / "conv.onnx"), {"x": x}, batch=(4,), out=tmp_path / "out", progress=False
+    )
+    static = [v for v in result.variants if v.kind == "static" and "U8S8" in v.name]
+    assert static and all(v.name.endswith("reduce_range") and "can saturate" in v.note for v in static)
+    for v in static:
+        weights = [
+            numpy_helper.to_array(t)
+            for t in onnx.load(str(v.path)).graph.initializer
+            if t.data_type == TensorProto.INT8 and numpy_helper.to_array(t).size > 8
+        ]
+        assert weights and all(np.abs(w.astype(int)).max() <= 64 for w in weights), v.name  # 127 without
