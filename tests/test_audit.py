@@ -37,11 +37,11 @@ def _save(graph: onnx.GraphProto, path, opset: int = 17):
     return path
 
 
-def mlp(path, seed: int = 0, opset: int = 17):
-    """x (N, 16) -> MatMul 16x32 -> Relu -> MatMul 32x4 -> logits (N, 4)."""
+def mlp(path, seed: int = 0, opset: int = 17, hidden: int = 32):
+    """x (N, 16) -> MatMul 16x`hidden` -> Relu -> MatMul `hidden`x4 -> logits (N, 4)."""
     rng = np.random.default_rng(seed)
-    w1 = rng.standard_normal((16, 32)).astype(np.float32) / 4
-    w2 = rng.standard_normal((32, 4)).astype(np.float32) / 4
+    w1 = rng.standard_normal((16, hidden)).astype(np.float32) / 4
+    w2 = rng.standard_normal((hidden, 4)).astype(np.float32) / 4
     graph = helper.make_graph(
         [
             helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
@@ -376,26 +376,9 @@ def test_a_model_with_external_data_is_audited_into_files_that_load_and_nothing_
     the recommended one too, and the helpers' copies (probe, debugger) leave nothing behind."""
     import onnxruntime as ort
 
-    rng = np.random.default_rng(0)
-    w1, w2 = (
-        rng.standard_normal((16, 256)).astype(np.float32) / 4,
-        rng.standard_normal((256, 4)).astype(np.float32) / 16,
-    )
-    graph = helper.make_graph(
-        [
-            helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
-            helper.make_node("Relu", ["h"], ["r"], name="relu"),
-            helper.make_node("MatMul", ["r", "w2"], ["logits"], name="fc2"),
-        ],
-        "wide_mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 4])],
-        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
     path = tmp_path / "given" / "wide.onnx"
     path.parent.mkdir()
+    model = onnx.load(str(mlp(path, hidden=256)))  # 16 x 256 and 256 x 4 weights, now in wide.onnx.data
     onnx.save(model, str(path), save_as_external_data=True, location="wide.onnx.data", size_threshold=0)
     x = _rows(150)
     result = audit(path, {"x": x}, batch=(8,), out=tmp_path / "out", progress=False)
