@@ -146,6 +146,20 @@ def read_meta(path: Path) -> dict:
     return meta
 
 
+def export_record(path: Path, parity_max_abs_diff: float, parity_samples: int) -> dict:
+    """What meta.json records of an ONNX export, so a later run can verify the file before use:
+    its name, SHA-256 and size, the opset and exporter, and how far it was from PyTorch."""
+    return {
+        "file": path.name,
+        "sha256": sha256_file(path),
+        "bytes": path.stat().st_size,
+        "opset": ONNX_OPSET,
+        "exporter": ONNX_EXPORTER,
+        "parity_max_abs_diff": parity_max_abs_diff,
+        "parity_samples": parity_samples,
+    }
+
+
 def check_entry(
     directory: Path,
     recipe,

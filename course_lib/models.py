@@ -42,6 +42,7 @@ from .cache import (  # the cache's files and checks, which need no torch
     Recipe,
     cache_dir,
     check_entry,
+    export_record,
     meta_path,
     moons_fingerprint,
     onnx_path,
@@ -747,14 +748,6 @@ def ensure_export(trained: TrainedModel, log: Callable[[str], None] = print) -> 
         raise RuntimeError(
             f"ONNX export of {name} disagrees with PyTorch: max |diff| = {diff:.2e} > {PARITY_ATOL:.0e}."
         )
-    trained.meta["onnx"] = {
-        "file": path.name,
-        "sha256": sha256_file(path),
-        "bytes": path.stat().st_size,
-        "opset": ONNX_OPSET,
-        "exporter": ONNX_EXPORTER,
-        "parity_max_abs_diff": diff,
-        "parity_samples": len(inputs),
-    }
+    trained.meta["onnx"] = export_record(path, diff, len(inputs))
     atomic_write(meta_path(name), lambda p: p.write_text(json.dumps(trained.meta, indent=2)))
     return trained

@@ -41,7 +41,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import data as _data
-from .cache import ONNX_EXPORTER, ONNX_OPSET, CacheProblem, check_entry
+from .cache import ONNX_EXPORTER, ONNX_OPSET, CacheProblem, check_entry, export_record
 from .files import atomic_write, sha256_file
 from .models import PARITY_ATOL, _progress, _seed_everything, _threads, device_description
 from .names import NANOGPT
@@ -561,13 +561,7 @@ def _export_and_record(model: GPT, directory: Path, meta: dict, recipe: NanoGPTR
             f"{PARITY_ATOL:.0e}, found {diff:.2e}. Report it with `python -m course_lib doctor`'s output."
         )
     meta["onnx"] = {
-        "file": path.name,
-        "sha256": sha256_file(path),
-        "bytes": path.stat().st_size,
-        "opset": ONNX_OPSET,
-        "exporter": ONNX_EXPORTER,
-        "parity_max_abs_diff": diff,
-        "parity_samples": len(inputs),
+        **export_record(path, diff, len(inputs)),
         "validation_perplexity": perplexity(path, evaluation_windows(recipe)),
     }
     atomic_write(directory / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=2)))
