@@ -271,7 +271,7 @@ def audit(
         if any(p.kind == "static" for p in plans):
             with bar.step("calibration: rows per batch that fit in memory", 1):
                 calibration_batch = variants.calibration_batch(
-                    pre, calibration, work / "probe", external_data=info.external_data
+                    pre, calibration, work, external_data=info.external_data
                 )
             notes.append(
                 f"static variants calibrated {calibration_batch} samples at a time, which keeps what the "
@@ -414,7 +414,7 @@ def _debug_and_retry(plan, result, pre, calibration, work, queue, bar, estimate,
                 pre,
                 result.path,
                 calibration,
-                work / "debug",
+                work,
                 name=plan.name,
                 keep=EXCLUDE_LAYERS,
                 external_data=external_data,
