@@ -1,4 +1,4 @@
-"""Which INT8 text encoder meets lesson 06's target on this CPU, if any?
+"""Which INT8 text encoder meets lesson 06b's target on this CPU, if any?
 
     python benchmarks/text_encoder_target.py [--runs-b1 30] [--runs-b16 10]
 
@@ -11,7 +11,7 @@ the ones that buy quality back:
 - dynamic INT8, per-channel (lesson 02's choice);
 - the same with the FFN output MatMuls in float (the MatMuls after GELU), and with the first
   layer's FFN input MatMul in float as well;
-- static INT8 (lesson 06 section 3's recipe);
+- static INT8 (lesson 06b section 2's recipe);
 - 8-bit MatMulNBits, blocks of 32, accuracy_level 4 (weight-only 8-bit).
 
 It prints one row per variant and names those that meet the target: the worst cosine, and the
@@ -83,10 +83,10 @@ def build(folder: Path, optimized: Path, calibration: dict) -> dict[str, Path]:
         )
     pre = folder / "pre.onnx"
     quant_pre_process(optimized, pre)
-    files["static INT8 (lesson 06)"] = folder / "static.onnx"
+    files["static INT8 (lesson 06b)"] = folder / "static.onnx"
     quantize_static(
         pre,
-        files["static INT8 (lesson 06)"],
+        files["static INT8 (lesson 06b)"],
         Sentences(calibration),
         quant_format=QuantFormat.QDQ,
         op_types_to_quantize=["MatMul"],

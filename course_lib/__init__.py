@@ -20,6 +20,7 @@ top to bottom. These are the library the lessons use:
     measure       model facts, sessions and logits, latency, peak memory, parity, the results store
                   (a package: one module for each)
     hardware      the CPU features that matter for INT8, ONNX Runtime's providers
+    cpuid         the CPUID instruction itself (x86-64), which the runtimes' kernels follow
     kernels       what ONNX Runtime really runs: the optimized graph, its kernels, a profile, drawings
     runtimes      the same file on a second runtime: OpenVINO beside ONNX Runtime, the precision it ran
     audit         the course's method on any ONNX model (`python -m course_lib audit`, lesson 07):

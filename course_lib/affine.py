@@ -357,8 +357,8 @@ def clipped_mask(
 
 
 @dataclass(frozen=True)
-class QuantizationError:
-    """How far x̂ is from x. sqnr_db: signal-to-quantization-noise ratio, higher is better
+class ErrorStats:
+    """How far x̂ is from x: a measurement (not an exception). sqnr_db: signal-to-quantization-noise ratio, higher is better
     (each extra bit adds about 6 dB). percent_clipped is None when no clipped mask was given."""
 
     mse: float
@@ -367,7 +367,7 @@ class QuantizationError:
     percent_clipped: float | None
 
 
-def quantization_error(x: ArrayLike, x_hat: ArrayLike, clipped: ArrayLike | None = None) -> QuantizationError:
+def quantization_error(x: ArrayLike, x_hat: ArrayLike, clipped: ArrayLike | None = None) -> ErrorStats:
     """Mean squared error, worst error, SQNR = 10·log10(mean(x²) / mean((x - x̂)²)) and, given
     clipped = clipped_mask(x, scale, zero_point, dtype), the percentage of values that were clipped."""
     x = np.asarray(x, dtype=np.float64)
@@ -387,7 +387,7 @@ def quantization_error(x: ArrayLike, x_hat: ArrayLike, clipped: ArrayLike | None
     else:
         sqnr_db = float(10 * np.log10(signal_power / mse))
     percent_clipped = None if clipped is None else float(100 * np.mean(clipped))
-    return QuantizationError(mse, float(np.max(np.abs(noise))), sqnr_db, percent_clipped)
+    return ErrorStats(mse, float(np.max(np.abs(noise))), sqnr_db, percent_clipped)
 
 
 # ---------------------------------------------------------------------------------------------------

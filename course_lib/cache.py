@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -57,9 +58,35 @@ class Recipe:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
 
+# The seed both demo models are trained with. `COURSE_TRAINING_SEED=N` trains them with another one
+# (in a data directory of their own: `COURSE_DATA_DIR`), to see which of a lesson's sentences rest on
+# the weights: a sentence about trained weights must hold for any seed (benchmarks/weights_across_seeds.py).
+SEED_ENV = "COURSE_TRAINING_SEED"
+
+
+def training_seed() -> int:
+    """The training seed: 0, or the whole number in $COURSE_TRAINING_SEED."""
+    raw = os.environ.get(SEED_ENV, "").strip()
+    if not raw:
+        return 0
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(
+            f"{SEED_ENV} must be a whole number (the training seed), not {raw!r}; unset it for the course's seed, 0."
+        ) from None
+
+
 # One thread: for a model this small, thread hand-offs cost more than the arithmetic.
 MOONS_RECIPE = Recipe(
-    epochs=100, batch_size=250, lr=0.01, weight_decay=0.0, optimizer="adam", schedule="constant", threads=1
+    epochs=100,
+    batch_size=250,
+    lr=0.01,
+    weight_decay=0.0,
+    optimizer="adam",
+    schedule="constant",
+    threads=1,
+    seed=training_seed(),
 )
 # Chosen for 2-core CPUs without AVX-512 (most Colab runtimes). Measured on a 2-core AMD EPYC
 # (AVX2, no AVX-512, no VNNI), with convolutions skipping their dead taps (see models): 6 epochs
@@ -74,6 +101,7 @@ RESNET_RECIPE = Recipe(
     label_smoothing=0.1,
     pct_start=0.25,
     augment=("hflip", "shift2-each"),
+    seed=training_seed(),
 )
 
 

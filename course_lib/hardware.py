@@ -16,6 +16,13 @@ tested with outputs recorded on real machines (tests/fixtures/platforms/):
     Windows on ARM       the processor's registry key (its ID_AA64ISAR0/1_EL1 registers) and
                          IsProcessorFeaturePresent
     elsewhere (Windows x86 ...)  py-cpuinfo, which reads CPUID
+
+On x86-64 the AVX, AVX-512, VNNI and AMX flags then come from CPUID itself (course_lib.cpuid), which
+is what ONNX Runtime's kernels follow: the operating system's report can say otherwise (an emulator
+such as `qemu-x86_64 -cpu Haswell`, or the course's CPUID mask, course_lib.tooling.cpumask, change
+what CPUID answers and leave /proc/cpuinfo as it was). Two environment variables change the report:
+COURSE_CPU_FLAGS (e.g. "avx2 fma") replaces the detected INT8 and half-float flags outright, and
+COURSE_CPU_MASK is set by the CPUID mask, which `cpu_report()["source"]` then names.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from . import cpuid
 
 # Feature name as the course says it -> the flag that reveals it (Linux's /proc/cpuinfo names; the
 # other platforms' answers are translated to these) and what it does for INT8.
@@ -129,6 +138,38 @@ WINDOWS_ARM_FEATURES = {
 }
 
 
+# CPUID -> Linux's flag names, for the flags the course reads: (leaf, subleaf, register 0-3 for
+# EAX-EDX, bit, flag, the XCR0 bits the operating system must have enabled for it). XCR0 bits 1-2
+# save SSE/AVX state (ymm), 5-7 AVX-512's (zmm, opmasks), 17-18 AMX's tiles: without them the
+# instructions fault, and MLAS checks them as here (onnxruntime/core/mlas/lib/platform.cpp).
+_YMM, _ZMM, _TILES = 0x6, 0xE6, 0x60000
+_CPUID_BITS = (
+    (1, 0, 2, 28, "avx", _YMM),
+    (1, 0, 2, 12, "fma", _YMM),
+    (7, 0, 1, 5, "avx2", _YMM),
+    (7, 1, 0, 4, "avx_vnni", _YMM),
+    (7, 0, 1, 16, "avx512f", _ZMM),
+    (7, 0, 1, 17, "avx512dq", _ZMM),
+    (7, 0, 1, 30, "avx512bw", _ZMM),
+    (7, 0, 1, 31, "avx512vl", _ZMM),
+    (7, 0, 2, 11, "avx512_vnni", _ZMM),
+    (7, 1, 0, 5, "avx512_bf16", _ZMM),
+    (7, 0, 3, 23, "avx512_fp16", _ZMM),
+    (7, 0, 3, 24, "amx_tile", _TILES),
+    (7, 0, 3, 25, "amx_int8", _TILES),
+    (7, 0, 3, 22, "amx_bf16", _TILES),
+)
+CPUID_FLAGS = frozenset(flag for *_, flag, _ in _CPUID_BITS)
+
+# Where the flags of `cpu_report()` come from, when not from this machine: the environment variables.
+FLAGS_ENV = "COURSE_CPU_FLAGS"  # e.g. "avx2 fma": replaces the detected INT8 and half-float flags
+MASK_ENV = "COURSE_CPU_MASK"  # set by course_lib.tooling.cpumask.environment() with the mask it applies
+# The flags COURSE_CPU_FLAGS can name (and replaces): the INT8 and half-float ones, and those CPUID gives.
+OVERRIDE_FLAGS = frozenset(
+    [flag for flag, _ in INT8_FEATURES.values()] + list(HALF_FLOAT_FEATURES.values()) + list(CPUID_FLAGS)
+)
+
+
 def _norm(flags) -> set[str]:
     return {_FLAG_ALIASES.get(f.lower(), f.lower()) for f in flags}
 
@@ -213,6 +254,45 @@ def parse_pycpuinfo(info: Mapping[str, Any]) -> tuple[str, frozenset[str]]:
     return str(info.get("brand_raw") or ""), frozenset(_norm(info.get("flags") or ()))
 
 
+def parse_cpuid(
+    leaves: Mapping[tuple[int, int], tuple[int, int, int, int]], xcr0: int
+) -> tuple[str, frozenset[str]]:
+    """The CPU that CPUID describes: the brand string (leaves 0x80000002-4) and the flags, in
+    Linux's names, of the features the course reads (`CPUID_FLAGS`).
+
+    `leaves` maps (leaf, subleaf) to EAX, EBX, ECX, EDX; missing leaves read as zeros. A feature
+    counts only where XCR0 shows that the operating system saves its registers, as MLAS checks
+    before it picks a kernel; the AVX-512 extensions also need AVX512F, and AMX-INT8/BF16 AMX-TILE.
+    """
+    flags = set()
+    for leaf, subleaf, register, bit, flag, state in _CPUID_BITS:
+        if leaves.get((leaf, subleaf), (0, 0, 0, 0))[register] >> bit & 1 and xcr0 & state == state:
+            flags.add(flag)
+    if "avx512f" not in flags:
+        flags -= {f for f in flags if f.startswith("avx512")}
+    if "amx_tile" not in flags:
+        flags -= {f for f in flags if f.startswith("amx")}
+    brand = b"".join(
+        int(r).to_bytes(4, "little")
+        for leaf in (0x80000002, 0x80000003, 0x80000004)
+        for r in leaves.get((leaf, 0), ())
+    )
+    return brand.split(b"\0")[0].decode("ascii", "replace").strip(), frozenset(flags)
+
+
+def parse_flags_override(text: str) -> frozenset[str]:
+    """The flags of a COURSE_CPU_FLAGS value: Linux flag names separated by spaces or commas."""
+    flags = frozenset(_norm(text.replace(",", " ").split()))
+    unknown = sorted(flags - OVERRIDE_FLAGS)
+    if unknown:
+        raise ValueError(
+            f"{FLAGS_ENV} names {', '.join(unknown)}, which the course does not know; expected Linux flag "
+            f"names separated by spaces or commas, from: {' '.join(sorted(OVERRIDE_FLAGS))}. "
+            f"Correct it (e.g. {FLAGS_ENV}='avx2 fma' for an AVX2-only CPU), or unset it to detect this CPU."
+        )
+    return flags
+
+
 # --------------------------------------------------------------------------------------------
 # Readers: the raw answer of this machine, or an empty one. They never raise.
 # --------------------------------------------------------------------------------------------
@@ -267,48 +347,108 @@ def _read_pycpuinfo() -> dict[str, Any]:
         return {}
 
 
+def _read_cpuid() -> tuple[dict[tuple[int, int], tuple[int, int, int, int]], int] | None:
+    return cpuid.read()  # None where CPUID cannot be run (not x86-64, no executable memory)
+
+
+def _mask_in_effect() -> str | None:
+    """The name of the CPUID mask this process runs under (cpumask.c, loaded by LD_PRELOAD), or None."""
+    if platform.system() != "Linux":
+        return None
+    try:
+        import ctypes
+
+        active = ctypes.CDLL(None).course_cpumask_active
+    except (AttributeError, OSError, TypeError):
+        return None
+    active.restype = ctypes.c_char_p
+    name = active()
+    return name.decode() if name else None
+
+
+class CpuRead(NamedTuple):
+    """What was read about this CPU: its name, its flags (Linux's names) and where they came from."""
+
+    name: str
+    flags: frozenset[str]
+    source: str
+
+
 @functools.lru_cache(maxsize=1)
-def _cpu_flags() -> tuple[str, frozenset[str]]:
-    """This CPU's model name and feature flags, read where its operating system publishes them (once)."""
+def _cpu_flags() -> CpuRead:
+    """This CPU's model name and feature flags, read where its operating system publishes them, and
+    on x86-64 the AVX/AVX-512/VNNI/AMX ones from CPUID (once: `_cpu_flags.cache_clear()` reads again).
+
+    On Linux, CPUID and XCR0 saying AMX means the CPU has it and the kernel saves its tiles; a process
+    must still ask for them (arch_prctl(ARCH_REQ_XCOMP_PERM)), which MLAS does and Linux grants.
+    """
     system, machine = platform.system(), platform.machine().lower()
-    name, flags = "", frozenset()
+    name, flags, source = "", frozenset(), ""
     if system == "Linux":
-        name, flags = parse_proc_cpuinfo(_read_proc_cpuinfo())
+        (name, flags), source = parse_proc_cpuinfo(_read_proc_cpuinfo()), "/proc/cpuinfo"
     elif system == "Darwin":
-        name, flags = parse_sysctl(_read_sysctl())
+        (name, flags), source = parse_sysctl(_read_sysctl()), "sysctl"
     elif system == "Windows" and machine in ("arm64", "aarch64"):
-        name, flags = parse_windows_arm(_read_windows_arm())
+        (name, flags), source = parse_windows_arm(_read_windows_arm()), "registry"
     if not flags:  # Windows x86, other systems, or a reader that found nothing
         name2, flags = parse_pycpuinfo(_read_pycpuinfo())
-        name = name or name2
-    return name or platform.processor() or "unknown", flags
+        name, source = name or name2, "py-cpuinfo"
+    found = _read_cpuid() if machine in ("x86_64", "amd64", "x64") else None
+    if found is not None:
+        brand, cpuid_flags = parse_cpuid(*found)
+        # Every AVX and AMX flag is CPUID's: the OS's list may describe another CPU (an emulator's host).
+        flags = frozenset(f for f in flags if f not in CPUID_FLAGS and not f.startswith(("avx", "amx")))
+        name, flags, source = brand or name, flags | cpuid_flags, "cpuid"
+    mask, requested = _mask_in_effect(), os.environ.get(MASK_ENV, "")
+    if mask and found is not None:
+        source = f"cpuid (masked: {mask})"
+    elif mask:
+        source += f" (the host's flags: the CPUID mask {mask} is in effect but CPUID could not be read; set {FLAGS_ENV})"
+    elif requested:
+        source += f" ({MASK_ENV}={requested} is set but no mask is in effect: start the process with cpumask.environment())"
+    return CpuRead(name or platform.processor() or "unknown", flags, source)
+
+
+def _cpu() -> CpuRead:
+    """`_cpu_flags()`, with COURSE_CPU_FLAGS (read at each call) in place of the detected flags."""
+    read = _cpu_flags()
+    override = os.environ.get(FLAGS_ENV, "").strip()
+    if not override:
+        return read
+    return CpuRead(
+        read.name, (read.flags - OVERRIDE_FLAGS) | parse_flags_override(override), f"override {FLAGS_ENV}"
+    )
 
 
 def cpu_report() -> dict:
-    """CPU model, core count and which INT8-relevant features are present."""
-    name, flags = _cpu_flags()
+    """CPU model, core count, which INT8-relevant features are present, and where they were read
+    ("source": "cpuid", "cpuid (masked: avx2)", "/proc/cpuinfo", "sysctl", "override COURSE_CPU_FLAGS" ...)."""
+    name, flags, source = _cpu()
     return {
         "cpu": name,
         "machine": platform.machine(),
         "logical_cores": os.cpu_count(),
         "features": {feature: flag in flags for feature, (flag, _) in INT8_FEATURES.items()},
+        "source": source,
     }
 
 
 def half_float_features(flags: frozenset[str] | None = None) -> dict[str, bool]:
     """Which half-precision float features this CPU (or the Linux-style `flags` given) has."""
-    found = _cpu_flags()[1] if flags is None else flags
+    found = _cpu().flags if flags is None else flags
     return {feature: flag in found for feature, flag in HALF_FLOAT_FEATURES.items()}
 
 
 def cpu_name() -> str:
-    """The CPU's model name, as the operating system reports it."""
-    return _cpu_flags()[0]
+    """The CPU's model name: CPUID's brand string on x86-64, else as the operating system reports it."""
+    return _cpu().name
 
 
 def cpu_summary() -> str:
-    """The CPU and its INT8-relevant features in one line, e.g. 'AMD EPYC (AVX2, no AVX-512, no VNNI)'."""
-    f = cpu_report()["features"]
+    """The CPU and its INT8-relevant features in one line, e.g. 'AMD EPYC (AVX2, no AVX-512, no VNNI)';
+    a CPUID mask or COURSE_CPU_FLAGS is named, e.g. 'Intel Xeon (AVX2, no AVX-512, no VNNI; CPUID masked: avx2)'."""
+    report = cpu_report()
+    f = report["features"]
     if f["ARM dot product"] or f["ARM i8mm"]:
         parts = [name for name in ("ARM dot product", "ARM i8mm") if f[name]]
     else:
@@ -318,6 +458,15 @@ def cpu_summary() -> str:
             *(["AMX"] if f["AMX (INT8)"] else []),
         ]
     isa = ", ".join(parts)
+    source = report.get("source", "")
+    if source.startswith("override"):
+        isa += f"; flags from {FLAGS_ENV}"
+    elif "masked: " in source:
+        isa += f"; CPUID masked: {source.split('masked: ')[1].rstrip(')')}"
+    elif "CPUID could not be read" in source:
+        isa += "; CPUID masked, but these are the host's flags"
+    elif "no mask is in effect" in source:
+        isa += f"; {MASK_ENV} set but not in effect"
     return f"{cpu_name()} ({isa})"
 
 

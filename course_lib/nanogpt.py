@@ -41,7 +41,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import data as _data
-from .cache import ONNX_EXPORTER, ONNX_OPSET, CacheProblem, check_entry, export_record
+from .cache import ONNX_EXPORTER, ONNX_OPSET, CacheProblem, check_entry, export_record, training_seed
 from .files import atomic_write, sha256_file
 from .models import PARITY_ATOL, _progress, _seed_everything, _threads, device_description
 from .names import NANOGPT
@@ -246,7 +246,7 @@ class NanoGPTRecipe:
         return asdict(self)
 
 
-DEFAULT_RECIPE = NanoGPTRecipe()
+DEFAULT_RECIPE = NanoGPTRecipe(seed=training_seed())  # $COURSE_TRAINING_SEED, as for the demo models
 
 
 def _lr(recipe: NanoGPTRecipe, step: int, done: float) -> float:

@@ -21,6 +21,7 @@ Imports nothing heavy (no torch, onnx or onnxruntime).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,16 +92,28 @@ def _generation(cpu: str) -> str:
     return next((name for f, models, name in _AMD_GENERATIONS if f == family and model in models), "")
 
 
+def short_cpu_name(name: str) -> str:
+    """A CPU's model name without trademarks and filler: 'Intel Xeon' for 'Intel(R) Xeon(R) Processor'."""
+    words = name.replace("(R)", " ").replace("(TM)", " ").replace("(tm)", " ").split()
+    keep = [w for w in words if w not in ("Processor", "CPU") and not w.endswith("-Core")]
+    return " ".join(keep).split(" @ ")[0].strip() or name
+
+
+def class_of(cpu: str, machine: str, features: list[str] | set[str], generation: str = "") -> CpuClass:
+    """The class of a CPU named `cpu` with these INT8_FEATURES (as an environment fingerprint lists them)."""
+    name = " ".join(filter(None, [short_cpu_name(cpu), generation]))
+    isa = isa_label(machine, features)
+    slug = "-".join("".join(c if c.isalnum() else " " for c in f"{name} {isa}".lower()).split())
+    return CpuClass(slug=slug, label=f"{name}, {isa}")
+
+
 def cpu_class() -> CpuClass:
     """This machine's CPU class."""
     from .hardware import cpu_report
 
     cpu = cpu_report()
     features = [name for name, present in cpu["features"].items() if present]
-    name = " ".join(filter(None, [cpu["cpu"], _generation(cpu["cpu"])]))
-    isa = isa_label(cpu["machine"], features)
-    slug = "-".join("".join(c if c.isalnum() else " " for c in f"{cpu['cpu']} {isa}".lower()).split())
-    return CpuClass(slug=slug, label=f"{name}, {isa}")
+    return class_of(cpu["cpu"], cpu["machine"], features, _generation(cpu["cpu"]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -126,20 +139,34 @@ def figures_path(lesson: str) -> Path:
     return data_dir() / FIGURES_DIR / f"{lesson}.json"
 
 
-def save_figures(lesson: str, figures: dict[str, Any]) -> Path:
-    """Save the figures a lesson's markdown quotes, by name, for `python -m course_lib reference record`.
+def save_figures(lesson: str, figures: dict[str, Any], *, timed: Iterable[str] = ()) -> Path:
+    """Save the figures a lesson's markdown quotes, by name, and its claims' verdicts, for
+    `python -m course_lib reference record`.
 
-    The names are the ones the lesson's `<!-- reference: ... -->` templates use."""
+    The names are the ones the lesson's `<!-- reference: ... -->` templates use. `timed` names the
+    figures read off a clock (speeds, milliseconds): a run whose CPU features are masked or
+    overridden stands in for another CPU class in everything but those, which stay the host's.
+    The claims are the ones this kernel checked (`claims.ledger()`), each with its verdict."""
+    from .claims import ledger
     from .measure.results import environment_fingerprint
 
     bad = [k for k in figures if not str(k).isidentifier()]
     if bad:
         raise ValueError(f"Figure names must be identifiers such as 's8s8_speedup_b64'; got {bad}.")
+    timed = sorted(set(timed))
+    unknown = [k for k in timed if k not in figures]
+    if unknown:
+        raise ValueError(
+            f"timed= names figures this lesson does not save: {unknown}. Name figures of `figures` "
+            f"(these: {', '.join(sorted(figures)[:8])}, ...)."
+        )
     entry = {
         "lesson": str(lesson),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "environment": environment_fingerprint(),
         "figures": _plain(dict(figures)),
+        "timed": timed,
+        "claims": [c.to_record() for c in ledger()],
     }
     path = figures_path(lesson)
     text = json.dumps(entry, indent=1)
@@ -160,10 +187,14 @@ def load_figures(lesson: str) -> dict | None:
 # --------------------------------------------------------------------------------------------
 @dataclass
 class ReferenceRun:
-    """One reference CPU's stored figures, lesson by lesson, with where they were measured.
+    """One reference CPU's stored figures, lesson by lesson, with where they were measured, and its
+    ledger: every claim's verdict on that run (held, contradicted, unsettled, not for this CPU, not
+    timed), lesson by lesson.
 
     A figure is a plain value, or {"value": ..., "commit": ..., "source": ...} when it comes from
-    another commit than the run's (figures quoted from earlier measurements)."""
+    another commit than the run's (figures quoted from earlier measurements), with "masked": the
+    host's CPU when it was measured with the CPU's features masked to this class's (everything but
+    timings: see `timed`)."""
 
     cpu_class: str
     label: str
@@ -173,6 +204,10 @@ class ReferenceRun:
     figures: dict[str, dict[str, Any]]
     machine: str = ""
     versions: dict[str, str] = field(default_factory=dict)
+    claims: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # lesson -> claim records
+    claims_commit: str = ""  # the commit of the run that gave the claims (default: `commit`)
+    claims_source: str = ""  # how: this run, or a masked run on another host
+    timed: dict[str, list[str]] = field(default_factory=dict)  # lesson -> the figures that are timings
 
     def figure(self, lesson: str, key: str) -> tuple[Any, str] | None:
         """(value, commit) of one figure, or None if this run lacks it."""
@@ -182,6 +217,11 @@ class ReferenceRun:
         if isinstance(found, dict) and "value" in found:
             return found["value"], found.get("commit", self.commit)
         return found, self.commit
+
+    def masked_host(self, lesson: str, key: str) -> str:
+        """The host whose masked CPU measured this figure ('' for a figure measured on this class)."""
+        found = self.figures.get(str(lesson), {}).get(key)
+        return found.get("masked", "") if isinstance(found, dict) else ""
 
     def to_dict(self) -> dict:
         return {
@@ -193,6 +233,10 @@ class ReferenceRun:
             "source": self.source,
             "versions": self.versions,
             "figures": self.figures,
+            "timed": self.timed,
+            "claims_commit": self.claims_commit,
+            "claims_source": self.claims_source,
+            "claims": self.claims,
         }
 
 

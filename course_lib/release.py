@@ -7,7 +7,7 @@ A release is two files, published as the assets of a GitHub release (or on any w
 - `course-models.manifest.json`: the release's tag, each file's SHA-256 and size, and the
   archive's own SHA-256 and size.
 
-`python -m course_lib release` (course_lib/tooling/release.py) writes both from the verified
+`python -m course_lib release` (course_lib/tooling/publish.py) writes both from the verified
 cache, and writes the same manifest into the package as `course_lib/release.json`, which is
 committed with the release: an installed course then knows exactly which bytes to accept. This
 module is the other side: what a release is, its download (retried a few times when the
@@ -141,9 +141,20 @@ def published(path: Path | None = None) -> Release | None:
     return Release.from_dict(d, str(path))
 
 
-def alternatives() -> str:
-    """What a learner can do instead of training here: one sentence for messages."""
-    return (
+def alternatives(colab: bool | None = None) -> str:
+    """What a learner can do instead of training here: one sentence for messages. On Colab (`colab`
+    None: detected), first of all: keep the trained models on Google Drive for the next session."""
+    import sys
+
+    colab = "google.colab" in sys.modules if colab is None else colab
+    drive = (
+        "on Colab, set KEEP_ON_DRIVE = True in a lesson's setup cell before you run it, and the course's "
+        "data and trained models stay on your Google Drive for every later session and lesson (to train "
+        "into your Drive now, stop this cell, set it and run the cell again); "
+        if colab
+        else ""
+    )
+    return drive + (
         f"give a release archive or the workshop bundle (${ARCHIVE_ENV}=/path/to/{ASSET} or the bundle's "
         f".zip, or `python -m course_lib prepare --archive PATH`); go online for the release download "
         f"(or set ${URL_ENV} to a mirror on your network); or use a CUDA GPU (Colab: Runtime > Change "

@@ -1,6 +1,6 @@
 """The same ONNX file on a second runtime: OpenVINO beside ONNX Runtime.
 
-Lesson 05 loads the course's fp32 and QDQ files in OpenVINO's own Python API (`openvino.Core`,
+Lesson 05b loads the course's fp32 and QDQ files in OpenVINO's own Python API (`openvino.Core`,
 `compile_model`) and compares them with ONNX Runtime. The lesson makes those calls itself; this
 module holds what is plumbing around them:
 
@@ -13,17 +13,28 @@ module holds what is plumbing around them:
                        expected_default_precision: the one OpenVINO documents for this CPU
     layer_precisions   what each compute layer of the compiled model really runs: its runtime
                        precision and primitive (OpenVINO's kernel), read from the runtime model
+    kernel_precision   the type a kernel computes in, read from its own name: a layer labelled i8
+                       can run on an f32 kernel
+    Refusal            a file OpenVINO would not compile with some settings on this CPU: the file,
+                       the settings, and what OpenVINO said, reduced to its meaningful line
 
 OpenVINO lowers float precision by default where the CPU has a fast path (bf16 on x86 with
 AVX512_BF16 or AMX, f16 on ARM); `{"INFERENCE_PRECISION_HINT": "f32"}` pins f32.
+
+A runtime can refuse a valid file on one CPU: OpenVINO 2026.4.1 would not compile the S8S8 QDQ
+ResNet18 with its default precision on an Intel Xeon with AMX ("No suitable implementations"),
+and compiled it with f32 pinned. The lesson and the benchmark catch the `RuntimeError` of
+`compile_model`, keep it as a `Refusal`, and try again with f32 pinned.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
@@ -167,6 +178,29 @@ def describe_precisions(counts: Mapping[tuple[str, str], int]) -> str:
     return ", ".join(f"{n} {layer_type} in {precision}" for (layer_type, precision), n in parts)
 
 
+# The type at the end of a kernel's name (oneDNN's, as OpenVINO reports it), in the short names.
+_KERNEL_TYPES = {
+    "fp32": "f32",
+    "f32": "f32",
+    "bf16": "bf16",
+    "fp16": "f16",
+    "f16": "f16",
+    "i8": "i8",
+    "u8": "u8",
+}
+
+
+def kernel_precision(primitive: str) -> str:
+    """The type a kernel computes in, read from the end of its name: 'brgconv_avx512_amx_I8' -> 'i8',
+    'brgconv_avx512_f32' and 'jit_avx2_FP32' -> 'f32', 'undef_bf16' -> 'bf16'; '' when the name
+    does not say.
+
+    A layer's runtime precision is the type of its data; the kernel can differ. OpenVINO 2026.4.1,
+    given the S8S8 ResNet18 with f32 pinned on an AMX Xeon, labelled its convolutions i8 and ran them
+    on 'brgconv_avx512_f32': float arithmetic, no faster than the fp32 file."""
+    return _KERNEL_TYPES.get(primitive.rpartition("_")[2].lower(), "")
+
+
 def integer_share(counts: Mapping[tuple[str, str], int]) -> float:
     """The share of compute layers whose kernel computes in an 8-bit integer type (u8 or i8)."""
     total = sum(counts.values())
@@ -229,3 +263,72 @@ class OpenVINORunner:
         else:
             indices = range(len(ports))
         return [self._request.get_output_tensor(i).data.copy() for i in indices]
+
+
+# The lines OpenVINO wraps its message in: each layer it passed through, and a failed check.
+_PASSED_THROUGH = re.compile(r"^Exception from (?P<where>\S+?):?$")
+_FAILED_CHECK = re.compile(r"^Check '(?P<check>.*)' failed at (?P<where>\S+?):?$")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A file a runtime would not compile with some settings on this CPU, and what it said.
+
+    A valid file can be refused on one CPU and compile on the next: OpenVINO picks its kernels per
+    CPU and per precision, and one combination can have none. Kept as a value (not an exception), so
+    that a lesson or the benchmark records it, says so, and goes on with the next run."""
+
+    file: str  # the file's name
+    settings: dict[str, str] = field(default_factory=dict)  # beside the threads; {}: the defaults
+    message: str = ""  # the runtime's meaningful line, e.g. 'No suitable implementations'
+    detail: str = ""  # what the runtime added to it, e.g. 'This may indicate that …'
+    where: str = ""  # the runtime's source line that raised it, e.g. '…/executor_factory.hpp:117'
+    run: str = ""  # the run's name where one was given, e.g. 'OpenVINO S8S8 per-channel'
+    runtime: str = "OpenVINO"
+
+    @classmethod
+    def from_exception(
+        cls, exc: BaseException, file: str | Path, settings: Mapping[str, Any] | None = None, run: str = ""
+    ) -> Refusal:
+        """The refusal an exception from `compile_model` says, for `file` compiled with `settings`.
+
+        OpenVINO's text names every layer the error passed through ("Exception from
+        src/inference/src/cpp/core.cpp:132:"), then the check that failed and where, then the message
+        itself. What a reader needs is the message's first sentence and the place that raised it."""
+        where, lines = "", []
+        for line in (raw.strip() for raw in str(exc).splitlines()):
+            found = _FAILED_CHECK.match(line) or _PASSED_THROUGH.match(line)
+            if found:
+                where = found["where"]  # the innermost one is the last
+            elif line:
+                lines.append(line)
+        text = re.sub(r"\.(?=[A-Z])", ". ", " ".join(lines))  # "implementations.This" -> ". This"
+        message, _, detail = text.partition(". ")
+        return cls(
+            file=Path(file).name,
+            settings={str(k): str(v) for k, v in (settings or {}).items()},
+            message=message.rstrip(".") or type(exc).__name__,
+            detail=detail.strip(),
+            where=where,
+            run=run,
+        )
+
+    @property
+    def settings_text(self) -> str:
+        """The settings in words: 'default' for none, else 'INFERENCE_PRECISION_HINT=f32'."""
+        return ", ".join(f"{k}={v}" for k, v in self.settings.items()) or "default"
+
+    @property
+    def said(self) -> str:
+        """What the runtime said, in one line: its message and where it was raised."""
+        return f"{self.message} (at {self.where})" if self.where else self.message
+
+    @property
+    def retry_run(self) -> str:
+        """The name of the run that retries it with f32 pinned: 'OpenVINO S8S8 per-channel, f32 pinned
+        (default refused)'."""
+        return f"{self.run or self.file}, f32 pinned ({self.settings_text} refused)"
+
+    def __str__(self) -> str:
+        settings = "its default settings" if not self.settings else self.settings_text
+        return f"{self.runtime} refused to compile {self.file} with {settings} here: {self.said}."

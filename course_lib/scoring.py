@@ -89,7 +89,7 @@ class Scored:
             return p.agreement_text()
         if column == "speed b64":
             c = self.latency
-            return f"{c.speedup:.2f}x ({c.speedup_low:.2f}–{c.speedup_high:.2f})" if c else ""
+            return str(c) if c else ""
         if column == "calibration s":
             return f"{self.seconds:.1f}" if self.seconds is not None else ""
         raise ValueError(f"Unknown column {column!r}; choose from {', '.join(COLUMNS)}.")

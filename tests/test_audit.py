@@ -24,8 +24,8 @@ from course_lib.audit import (
     read_samples,
     split_samples,
 )
+from course_lib.audit.candidates import WorkShares, plan_variants, work_shares
 from course_lib.audit.evaluate import batches_checked, float_quality, labelled_quality
-from course_lib.audit.variants import WorkShares, plan_variants, work_shares
 
 
 # ------------------------------------------------------------------------------------ models
@@ -430,7 +430,7 @@ def test_the_command_line_audits_a_conv_net_without_labels(tmp_path, capsys):
 
 @pytest.mark.parametrize("external", [False, True])
 def test_qdq_loss_debug_proposes_layers_of_the_graph(tmp_path, external):
-    from course_lib.audit.variants import Plan, build, sensitive_layers
+    from course_lib.audit.candidates import Plan, build, sensitive_layers
     from course_lib.nodes import checked_node_names
 
     model = conv_net(tmp_path / "conv.onnx")
@@ -505,38 +505,41 @@ def _wide_model(path, width: int = 1000):
 def test_calibration_batch_fits_the_calibrators_memory_to_the_model(tmp_path, monkeypatch):
     """Calibrating the text encoder 16 sentences at a time took 2.7 GB; the batch now comes from one
     row's float tensors (here 3 x 4,000 bytes), held about twice, against ROW_MEMORY."""
-    from course_lib.audit import variants
+    from course_lib.audit import candidates
 
     model = _wide_model(tmp_path / "wide.onnx")
     rows = {"x": np.ones((40, 1000), np.float32)}
-    monkeypatch.setattr(variants, "ROW_MEMORY", 240_000)
-    assert variants.calibration_batch(model, rows, tmp_path / "work") == 10  # 240,000 / (2 x 12,000)
+    monkeypatch.setattr(candidates, "ROW_MEMORY", 240_000)
+    assert candidates.calibration_batch(model, rows, tmp_path / "work") == 10  # 240,000 / (2 x 12,000)
     assert list((tmp_path / "work").iterdir()) == []  # the probe copy is gone
-    monkeypatch.setattr(variants, "ROW_MEMORY", 1_000)
-    assert variants.calibration_batch(model, rows, tmp_path / "work") == 1  # never below one row
-    monkeypatch.setattr(variants, "ROW_MEMORY", 10**12)
-    assert variants.calibration_batch(model, rows, tmp_path / "work") == variants.CALIBRATION_MOST_ROWS
-    assert variants.calibration_batch(model, {"x": rows["x"][:3]}, tmp_path / "work") == 3
+    monkeypatch.setattr(candidates, "ROW_MEMORY", 1_000)
+    assert candidates.calibration_batch(model, rows, tmp_path / "work") == 1  # never below one row
+    monkeypatch.setattr(candidates, "ROW_MEMORY", 10**12)
+    assert candidates.calibration_batch(model, rows, tmp_path / "work") == candidates.CALIBRATION_MOST_ROWS
+    assert candidates.calibration_batch(model, {"x": rows["x"][:3]}, tmp_path / "work") == 3
     # The same budget over the debugger's tensors (MatMul's input and output, saved from both files).
     from onnxruntime.quantization import qdq_loss_debug
 
     qdq_loss_debug.modify_model_output_intermediate_tensors(
         str(model), str(tmp_path / "aug.onnx"), ["MatMul"]
     )
-    monkeypatch.setattr(variants, "ROW_MEMORY", 200_000)
-    assert variants.debug_rows(tmp_path / "aug.onnx", rows, model) == 10  # 200,000 / (2.5 x 8,000)
+    monkeypatch.setattr(candidates, "ROW_MEMORY", 200_000)
+    assert candidates.debug_rows(tmp_path / "aug.onnx", rows, model) == 10  # 200,000 / (2.5 x 8,000)
 
 
 def test_pre_processing_leaves_only_its_output_even_when_symbolic_shapes_fail(tmp_path, monkeypatch):
     """ONNX Runtime saves a failed symbolic shape inference (sym_shape_infer_temp.onnx and a copy of
     the weights under a random name) in the working directory; relative paths must still work."""
-    from course_lib.audit import variants
+    from course_lib.audit import candidates
     from course_lib.pre_process import contrib_op_model
 
     monkeypatch.chdir(tmp_path)
     model = contrib_op_model(tmp_path / "inverse.onnx")  # an op symbolic shape inference does not know
-    note = variants.pre_process(Path("inverse.onnx"), Path("work") / "inverse.pre.onnx", external_data=False)
-    assert "symbolic shape inference failed" in note, note
+    done = candidates.pre_process(
+        Path("inverse.onnx"), Path("work") / "inverse.pre.onnx", external_data=False
+    )
+    assert "symbolic shape inference failed" in done.note, done.note
+    assert done.call.kwargs == {"skip_symbolic_shape": True}  # the call that made it, for the rebuild
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["inverse.pre.onnx"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [model.name, "work"]
     onnx.checker.check_model(str(tmp_path / "work" / "inverse.pre.onnx"))
@@ -562,3 +565,414 @@ def test_where_u8s8_can_saturate_the_audit_builds_reduce_range_files(tmp_path, m
             if t.data_type == TensorProto.INT8 and numpy_helper.to_array(t).size > 8
         ]
         assert weights and all(np.abs(w.astype(int)).max() <= 64 for w in weights), v.name  # 127 without
+
+
+# ------------------------------------------------------------------------------------ issue 34 §1
+def test_clearly_faster_means_at_least_5_percent_over_the_whole_interval():
+    """Lessons 02 and 05 ask `speedup_at_least(1.05)`: an interval from 1.02x is not enough, even
+    though it lies wholly above 1.0x."""
+    from course_lib.audit.decide import MIN_SPEEDUP
+
+    assert MIN_SPEEDUP == 1.05
+    d = decide([_m("a", speed=(1.08, 1.02, 1.12))], 32)
+    assert d.recommended is None and d.verdicts["a"][0] == "not faster"
+    assert "at least 5% faster than fp32 over its whole interval" in d.reason
+    d = decide([_m("a", speed=(1.08, 1.02, 1.12)), _m("b", speed=(1.10, 1.05, 1.15))], 32)
+    assert d.recommended == "b" and "lower bound >= 1.05x" in d.reason
+    assert d.to_dict()["min_speedup"] == 1.05
+
+
+def test_the_decision_reads_the_batch_you_serve():
+    from course_lib.audit.evaluate import serve_batch_checked
+
+    fast_in_bulk = Measured("dyn", True, 0.99, 100, {1: (1.02, 0.97, 1.07), 32: (1.6, 1.5, 1.7)}, "")
+    at_32 = decide([fast_in_bulk], 32)
+    served = decide([fast_in_bulk], 1, basis="the batch you serve")
+    assert at_32.recommended == "dyn" and served.recommended is None
+    assert served.decided_at == "batch 1, the batch you serve" and "(the batch you serve)" in served.reason
+    assert serve_batch_checked(None, [1, 32], None) == ([1, 32], 32, "the largest batch timed", "")
+    batches, at, basis, note = serve_batch_checked(8, [1, 32], None)
+    assert (batches, at, basis) == ([1, 8, 32], 8, "the batch you serve") and "added" in note
+    with pytest.raises(AuditError) as err:
+        serve_batch_checked(32, [1], 1)
+    _says(err, "fixed batch of 1", "the batch 32 asked", "serve_batch=1")
+    with pytest.raises(AuditError) as err:
+        serve_batch_checked(0, [1], None)
+    _says(err, "Expected the batch you serve as a whole number >= 1", "got 0")
+
+
+def test_the_command_line_decides_at_the_served_batch_and_says_so(tmp_path, capsys):
+    from course_lib.tooling.cli import main
+
+    model = mlp(tmp_path / "mlp.onnx")
+    np.savez(tmp_path / "x.npz", x=_rows(120))
+    out = tmp_path / "out"
+    argv = ["audit", str(model), "--inputs", str(tmp_path / "x.npz"), "--batch", "8", "--serve-batch", "1"]
+    code = main([*argv, "--out", str(out), "--no-progress", "--runtimes", "onnxruntime"])
+    printed = capsys.readouterr().out
+    assert code == 0 and "Decided at batch 1, the batch you serve" in printed
+    data = json.loads((out / "audit.json").read_text())
+    assert data["batches"] == [1, 8] and data["decision"]["batch"] == 1
+    assert data["decision"]["basis"] == "the batch you serve"
+    assert all(set(v["speed"]) == {"1", "8"} for v in data["variants"])
+    assert data["runtimes"]["runs"] == [] and "switched off" in data["runtimes"]["note"]
+
+
+def test_outputs_to_compare_are_checked(tmp_path):
+    from course_lib.audit.evaluate import choose_outputs
+
+    info = read_model(two_outputs(tmp_path / "two.onnx"))
+    assert choose_outputs(info, None) == ["a"]
+    assert choose_outputs(info, "b") == ["b"] and choose_outputs(info, "all") == ["a", "b"]
+    assert choose_outputs(info, "b, a") == ["b", "a"] and choose_outputs(info, ["a"]) == ["a"]
+    with pytest.raises(AuditError) as err:
+        choose_outputs(info, "c")
+    _says(err, "Expected the output(s) to compare to be float outputs", "'a', 'b'", "got 'c'", "output='a'")
+
+
+def test_labels_judge_one_output(tmp_path):
+    model = two_outputs(tmp_path / "two.onnx")
+    with pytest.raises(AuditError) as err:
+        audit(model, {"x": _rows()}, labels=np.zeros(120, np.int64), output="all", out=tmp_path / "out")
+    _says(err, "Expected one output of class scores", "names 2 (a, b)", "output='a'", "leave out the labels")
+
+
+def two_outputs(path):
+    """x (N, 16) -> MatMul w (16 x 8) -> h; a = h (N, 8), b = h MatMul v (8 x 3)."""
+    rng = np.random.default_rng(0)
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["a"], name="mm_a"),
+            helper.make_node("MatMul", ["a", "v"], ["b"], name="mm_b"),
+        ],
+        "two_outputs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 8]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 3]),
+        ],
+        [
+            numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w"),
+            numpy_helper.from_array(rng.standard_normal((8, 3)).astype(np.float32), "v"),
+        ],
+    )
+    return _save(graph, path)
+
+
+def test_padded_positions_are_left_out_of_the_cosine():
+    """With a mask, what a candidate computes at padded positions cannot move the cosine or the
+    relative error; without one, it does."""
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((50, 10, 4))
+    mask = (np.arange(10)[None] < rng.integers(3, 11, 50)[:, None]).astype(np.int64)
+    close = ref + 0.01 * rng.standard_normal(ref.shape)
+    garbage = close.copy()
+    garbage[mask == 0] = 100 * rng.standard_normal(garbage[mask == 0].shape)
+    masked_close = float_quality(ref, close, mask=mask)
+    masked_garbage = float_quality(ref, garbage, mask=mask)
+    assert masked_close.figures == masked_garbage.figures and masked_garbage.passes
+    unmasked = float_quality(ref, garbage)
+    assert not unmasked.passes and unmasked.figures["cosine_mean"] < 0.9
+
+
+def test_an_attention_mask_is_found_by_name_and_only_sequence_outputs_are_masked(tmp_path):
+    from course_lib.audit.evaluate import find_mask
+    from course_lib.audit.inputs import ModelInfo, ModelInput
+
+    path = tmp_path / "m.onnx"
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "m",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+    )
+    _save(graph, path)
+    ids, mask = np.ones((6, 5), np.int64), np.array([[1, 1, 1, 0, 0]] * 6)
+
+    def info(*inputs):
+        specs = tuple(ModelInput(n, np.dtype(np.int64), ("N", "seq")) for n in inputs)
+        return ModelInfo(path, specs, {"hidden": 3, "pooled": 2}, ("hidden", "pooled"), 17, False)
+
+    shapes = {"hidden": (6, 5, 8), "pooled": (6, 5)}  # pooled happens to be 5 wide too: not masked
+    found = find_mask(
+        info("input_ids", "attention_mask"),
+        {"input_ids": ids, "attention_mask": mask},
+        ["hidden", "pooled"],
+        shapes,
+    )
+    assert found.mask == "attention_mask" and found.masked == {"hidden": True, "pooled": False}
+    assert "40% of the sample positions" in found.notes[0] and "no axis" in found.notes[1]
+    unknown = find_mask(
+        info("input_ids", "segments"), {"input_ids": ids, "segments": mask}, ["hidden"], shapes
+    )
+    assert unknown.mask is None and "padded positions, if any, count" in unknown.notes[0]
+    not_binary = find_mask(
+        info("input_ids", "attention_mask"),
+        {"input_ids": ids, "attention_mask": 2 * mask},
+        ["hidden"],
+        shapes,
+    )
+    assert not_binary.mask is None and "values other than 0 and 1" in not_binary.notes[0]
+
+
+def test_the_metric_is_loaded_checked_and_decides_within_its_tolerance(tmp_path):
+    from course_lib.audit.evaluate import Rule, load_metric
+
+    calls = []
+
+    def mean_a(outputs, inputs, labels):
+        calls.append((sorted(outputs), len(inputs["x"]), labels))
+        return float(outputs["a"].mean()), True
+
+    ref = {"a": np.full((20, 2), 10.0), "b": np.zeros((20, 3))}
+    rule = Rule("metric", ["a"], ref, {"x": np.zeros((20, 4))}, metric=load_metric(mean_a, 0.05))
+    assert rule.reference_metric == (10.0, True) and calls == [(["a", "b"], 20, None)]
+    within = rule.judge({"a": np.full((20, 2), 9.6), "b": np.zeros((20, 3))})  # 4 % below fp32's
+    beyond = rule.judge({"a": np.full((20, 2), 9.4), "b": np.zeros((20, 3))})  # 6 % below
+    better = rule.judge({"a": np.full((20, 2), 12.0), "b": np.zeros((20, 3))})  # higher is better
+    assert within.passes and within.mode == "metric" and not beyond.passes and better.passes
+    assert "6.00% below fp32's, past 5%" in beyond.advice and within.figures["metric_value"] == 9.6
+    assert "your metric" in rule.decided_by() and "within 5% of fp32's" in rule.decided_by()
+
+    def perplexity(outputs, inputs, labels):
+        return float(outputs["a"].mean())
+
+    perplexity.higher_is_better = False
+    lower = Rule("metric", ["a"], ref, {"x": np.zeros((20, 4))}, metric=load_metric(perplexity))
+    assert lower.judge({"a": np.full((20, 2), 10.1), "b": ref["b"]}).passes  # 1 % above, within 2 %
+    assert not lower.judge({"a": np.full((20, 2), 10.3), "b": ref["b"]}).passes
+
+    source = tmp_path / "my_metrics.py"
+    source.write_text("def f1(outputs, inputs, labels):\n    return 0.5, True\n\nf1_value = 3\n")
+    assert load_metric(f"{source}:f1").fn(None, None, None) == (0.5, True)
+    for bad, said in [
+        ("no_colon", "Expected the metric as a function or 'module:function'"),
+        (f"{source}:missing", "it failed: AttributeError"),
+        (f"{source}:f1_value", "it is a int"),
+        ("no_such_module_here:f", "ModuleNotFoundError"),
+    ]:
+        with pytest.raises(AuditError) as err:
+            load_metric(bad)
+        _says(err, said)
+    with pytest.raises(AuditError) as err:
+        load_metric(mean_a, 1.5)
+    _says(err, "Expected the metric's tolerance", "got 1.5", "--metric-tolerance")
+    with pytest.raises(AuditError) as err:  # no direction
+        Rule("metric", ["a"], ref, {"x": np.zeros((20, 4))}, metric=load_metric(lambda o, i, y: 1.0))
+    _says(err, "return (value, higher_is_better)", "higher_is_better = True/False")
+    with pytest.raises(AuditError) as err:  # the user's bug, said where
+        Rule("metric", ["a"], ref, {"x": np.zeros((20, 4))}, metric=load_metric(lambda o, i, y: o["nope"]))
+    _says(err, "it raised KeyError", "metric(outputs, inputs, labels)", "a (20, 2)")
+
+
+def test_activation_matmuls_are_found_from_the_graph(tmp_path):
+    """Queries by keys and weights by values have no constant input; a weight that reaches its
+    MatMul through a Transpose or a Constant node is still a weight."""
+    from course_lib.audit.candidates import activation_matmuls
+
+    w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["q"], name="q_proj"),
+            helper.make_node("Transpose", ["w"], ["wt"], name="t"),
+            helper.make_node("MatMul", ["x", "wt"], ["k"], name="k_proj"),
+            helper.make_node(
+                "Constant", [], ["c"], value=numpy_helper.from_array(np.eye(4, dtype=np.float32))
+            ),
+            helper.make_node("MatMul", ["c", "x"], ["v"], name="v_proj"),
+            helper.make_node("Transpose", ["k"], ["kt"], name="kt", perm=[1, 0]),
+            helper.make_node("MatMul", ["q", "kt"], ["scores"], name="scores"),
+            helper.make_node("MatMul", ["scores", "v"], ["y"], name="context"),
+            helper.make_node("MatMul", ["y", "y"], ["z"]),  # unnamed
+        ],
+        "attention",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 4])],
+        [w],
+    )
+    path = _save(graph, tmp_path / "att.onnx")
+    assert activation_matmuls(path) == (["scores", "context"], 1)
+    shares = WorkShares({"MatMul": 900}, {"MatMul": 900}, "symbolic shapes")
+    plans, _ = plan_variants(
+        shares,
+        saturates=False,
+        dot_product=True,
+        activation_products=["scores", "context"],
+        unnamed_products=1,
+    )
+    static = [p for p in plans if p.kind == "static"]
+    assert static and all(p.keep_float == ["scores", "context"] for p in static)
+    assert "lesson 06" in static[0].keep_float_why and "1 more" in static[0].keep_float_why
+    assert all(not p.keep_float for p in plans if p.kind != "static")
+
+
+def _graph_of(path) -> tuple[list, dict]:
+    model = onnx.load(str(path))
+    nodes = [
+        (n.op_type, n.name, list(n.input), list(n.output), [a.SerializeToString() for a in n.attribute])
+        for n in model.graph.node
+    ]
+    return nodes, {t.name: numpy_helper.to_array(t).tobytes() for t in model.graph.initializer}
+
+
+def _fixed_speed(fast: str):
+    """A stand-in for evaluate.speed: `fast` 2x fp32, every other variant 1x (speed is not what
+    these tests are about, and a 2-core machine's timing would make the recommendation a draw)."""
+    from course_lib.measure import LatencyComparison
+
+    def speed(fp32, variant, feeds, runs, *, name, threads):
+        ratio = (2.0, 1.9, 2.1) if name.startswith(fast) else (1.0, 0.95, 1.05)
+        return {b: LatencyComparison("fp32", name, {}, *ratio, 0.9) for b in feeds}
+
+    return speed
+
+
+def test_the_printed_call_rebuilds_the_recommended_file(tmp_path, monkeypatch):
+    """Each variant's quantizer call is data in audit.json (enums by name) and Python in the report;
+    executed from the fp32 model, the recommended (dynamic) file's call writes the same graph, and so
+    does a static variant's with the calibration rows fed to the reader it names."""
+    from course_lib.audit import evaluate, split_samples
+    from course_lib.audit.candidates import FeedReader, rebuild_code
+
+    monkeypatch.setattr(evaluate, "speed", _fixed_speed("dynamic"))
+    (tmp_path / "given").mkdir()
+    model = mlp(tmp_path / "given" / "mlp.onnx")
+    x = _rows(150)
+    result = audit(model, {"x": x}, batch=(8,), out=tmp_path / "out", progress=False, openvino=False)
+    assert result.decision.recommended.startswith("dynamic INT8")
+    data = json.loads((tmp_path / "out" / "audit.json").read_text())
+    dynamic = next(v for v in data["variants"] if v["kind"] == "dynamic")
+    assert dynamic["recipe"]["function"] == "quantize_dynamic"
+    assert dynamic["recipe"]["kwargs"]["weight_type"] == "QInt8" and dynamic["recipe"]["enums"] == {
+        "weight_type": "QuantType"
+    }
+    assert data["pre_process"]["function"] == "quant_pre_process"
+    assert data["rebuild_recommended"] == result.rebuild
+    report = (tmp_path / "out" / "audit.md").read_text()
+    assert "## Rebuild the recommended file" in report and result.rebuild.strip() in report
+    assert "weight_type=QuantType.QInt8" in result.rebuild
+
+    monkeypatch.chdir(tmp_path)  # the code writes its files where it runs
+    exec(compile(result.rebuild, "rebuild", "exec"), {})
+    assert _graph_of(tmp_path / result.recommended_path.name) == _graph_of(result.recommended_path)
+
+    static = next(v for v in result.variants if v.kind == "static")
+    code = rebuild_code(model, result.pre_process, static.recipe, "static.again.onnx")
+    assert "# reader: the audit's calibration reader" in code and "split_samples(150, seed=0)" in code
+    rows = {"x": x[split_samples(150).calibration]}
+    exec(compile(code, "rebuild", "exec"), {"reader": FeedReader(rows, batch=static.recipe.reader["batch"])})
+    assert _graph_of(tmp_path / "static.again.onnx") == _graph_of(static.path)
+
+
+# ------------------------------------------------------------------------------------ OpenVINO
+def _openvino():
+    from course_lib import runtimes
+
+    module = runtimes.openvino_or_none()
+    if module is None:
+        pytest.skip("the openvino package is not installed (pip install openvino)")
+    return module
+
+
+def test_openvino_is_a_second_runtime_judged_and_timed_against_onnx_runtimes_fp32(tmp_path, monkeypatch):
+    from course_lib.audit import evaluate
+
+    _openvino()
+    monkeypatch.setattr(evaluate, "speed", _fixed_speed("static U8S8 per-channel"))
+    x = np.random.default_rng(0).random((100, 1, 8, 8), dtype=np.float32)
+    result = audit(
+        conv_net(tmp_path / "conv.onnx"), {"x": x}, batch=(4,), out=tmp_path / "out", progress=False
+    )
+    runs = result.runtime_runs
+    assert runs[0].of == "fp32" and {r.of for r in runs[1:]} <= {
+        v.name for v in result.variants if v.kind == "static"
+    }
+    assert (
+        result.decision.recommended == "static U8S8 per-channel" and runs[1].of == "static U8S8 per-channel"
+    )
+    for run in runs:  # each compiled one judged by the same rule, and timed in turn with ONNX Runtime's fp32
+        assert run.refusal is not None or (run.quality.figures["n"] == 80 and set(run.speed) == {4})
+        if run.refusal is None:
+            assert run.speed[4].baseline == "ONNX Runtime fp32"
+    d = result.runtime_decision
+    assert set(d.verdicts) >= {r.name for r in runs} and d.batch == 4
+    report = (tmp_path / "out" / "audit.md").read_text()
+    section = report.split("## A second runtime")[1].split("## Skipped")[0]
+    assert all(
+        "05b_measuring_and_runtimes.ipynb" in line for line in section.splitlines() if line.startswith("- **")
+    )
+    data = json.loads((tmp_path / "out" / "audit.json").read_text())
+    assert len(data["runtimes"]["runs"]) == len(runs)
+    off = audit(
+        conv_net(tmp_path / "conv2.onnx"),
+        {"x": x},
+        batch=(4,),
+        out=tmp_path / "off",
+        progress=False,
+        openvino=False,
+    )
+    assert off.runtime_runs == [] and off.runtime_decision is None and "switched off" in off.runtime_note
+
+
+def test_a_file_openvino_refuses_is_a_row_that_says_so(tmp_path):
+    """A compile refusal (OpenVINO 2026.4.1 refuses the S8S8 QDQ ResNet18 at its default precision on
+    an AMX Xeon) becomes a row, and the file is compiled once more with f32 pinned."""
+    from types import SimpleNamespace
+
+    from course_lib.audit import second_runtime
+    from course_lib.audit.evaluate import Rule, collect
+
+    ov = _openvino()
+    model = conv_net(tmp_path / "conv.onnx")
+    refused_file = tmp_path / "refused.onnx"
+    refused_file.write_bytes(model.read_bytes())
+
+    class Core:
+        def __init__(self):
+            self.core = ov.Core()
+
+        def compile_model(self, path, device, config):
+            if path.endswith("refused.onnx") and config.get("INFERENCE_PRECISION_HINT") != "f32":
+                raise RuntimeError(
+                    "Exception from src/inference/src/cpp/core.cpp:132:\nNo suitable implementations.This may "
+                    "indicate that the model is not supported"
+                )
+            return self.core.compile_model(path, device, config)
+
+    fake = SimpleNamespace(Core=Core, __version__=ov.__version__)
+    x = {"x": np.random.default_rng(0).random((20, 1, 8, 8), dtype=np.float32)}
+    rule = Rule("fp32", ["y"], collect(model, x, ["y"], batch=20, threads=1), x)
+    variant = SimpleNamespace(name="static S8S8 per-channel", path=refused_file, file_bytes=1)
+    runs = second_runtime.run_all(
+        fake,
+        model,
+        1,
+        [variant],
+        judge=rule.judge,
+        needs=["y"],
+        evaluation=x,
+        eval_batch=20,
+        feed={"x": x["x"][:2]},
+        batch=2,
+        runs=10,
+        threads=1,
+        say=lambda line: None,
+    )
+    assert [r.name for r in runs] == [
+        "OpenVINO · fp32 file",
+        "OpenVINO · static S8S8 per-channel",
+        "OpenVINO · static S8S8 per-channel, f32 pinned (default refused)",
+    ]
+    refused, pinned = runs[1], runs[2]
+    assert (
+        refused.refusal.message == "No suitable implementations"
+        and not refused.speed
+        and refused.quality is None
+    )
+    assert (
+        pinned.settings == {"INFERENCE_PRECISION_HINT": "f32"} and pinned.quality.passes and 2 in pinned.speed
+    )
+    decision, _ = second_runtime.decide_runtime([], runs, 2, "the batch you serve")
+    kind, text = decision.verdicts[refused.name]
+    assert kind == "refused" and "compiled again with f32 pinned" in text
+    assert refused.to_dict()["refused"]["said"].startswith("No suitable implementations")

@@ -230,7 +230,9 @@ def test_report_sets_measured_figures_beside_the_quoted_claims():
     claims02 = {c["quoted claim"]: c["measured here"] for c in sections["02"]["claims"]}
     text_claim = next(v for k, v in claims02.items() if "Text encoder" in k)
     assert text_claim == "1.23x the optimized fp32 graph at batch 16, seq 128; worst cosine 0.9800; 22.8 MB"
-    assert any("not measured yet" in v for v in claims02.values())  # a claim with no entry given
+    unmeasured = {c["quoted claim"]: c["measured here"] for s in built["sections"] for c in s["claims"]}
+    resnet_dynamic = next(v for k, v in unmeasured.items() if "ResNet18, dynamic INT8" in k)  # lesson 02b's
+    assert "not measured yet" in resnet_dynamic  # a claim with no entry given
     (accept,) = sections["04"]["claims"]
     assert accept["measured here"] == (  # 91.9 % against 92 %: below, and said so
         "per-channel static ResNet18: accuracy 91.90%, 0.10 points below fp32 (92.00%), agreement 99.70% "
@@ -315,33 +317,35 @@ def test_the_four_bit_claim_sets_the_file_beside_the_ideal_eighth():
     ]
     (section,) = [s for s in report.build(entries, ENV)["sections"] if s["lesson"] == "06"]
     assert section["title"] == "06 · past W8A8"
-    claim, static, qat = section["claims"]
+    (claim,) = section["claims"]
     assert "seed 004" in claim["quoted claim"]
-    assert static["measured here"] == qat["measured here"] == "not measured yet: run the lesson"
     assert claim["measured here"] == (
         "4-bit text encoder (blocks of 32, asymmetric): 63.5 MB, 70% of the fp32 file's 90.3 MB "
         "(an ideal 4-bit payload is 12.5 %); worst cosine 0.9632"
     )
     (empty,) = [s for s in report.build([], ENV)["sections"] if s["lesson"] == "06"]
     assert empty["claims"][0]["measured here"] == "not measured yet: run the lesson"
+    (deep,) = [s for s in report.build([], ENV)["sections"] if s["lesson"] == "06b"]
+    assert deep["title"] == "06b · static INT8 and QAT (optional)"
+    assert [c["measured here"] for c in deep["claims"]] == ["not measured yet: run the lesson"] * 2
 
 
-def test_the_static_and_qat_claims_read_lesson_06s_variants():
+def test_the_static_and_qat_claims_read_lesson_06bs_variants():
     entries = [
         _entry(
-            "06",
+            "06b",
             "text_encoder",
             "static INT8, representative calibration",
             {"cos_min": 0.9822, "speedup_b16": 1.14},
         ),
         _entry(
-            "06",
+            "06b",
             "text_encoder",
             "dynamic INT8, per-channel (lesson 02)",
             {"cos_min": 0.9829, "speedup_b16": 1.35},
         ),
         _entry(
-            "06",
+            "06b",
             "fashion_resnet18",
             "QAT (10 steps), 4-bit weights",
             {
@@ -352,10 +356,10 @@ def test_the_static_and_qat_claims_read_lesson_06s_variants():
                 "codes": 11_165_760,
             },
         ),
-        _entry("06", "fashion_resnet18", "PTQ, 4-bit weights", {"accuracy": 0.8353}),
+        _entry("06b", "fashion_resnet18", "PTQ, 4-bit weights", {"accuracy": 0.8353}),
     ]
-    (section,) = [s for s in report.build(entries, ENV)["sections"] if s["lesson"] == "06"]
-    _, static, qat = section["claims"]
+    (section,) = [s for s in report.build(entries, ENV)["sections"] if s["lesson"] == "06b"]
+    static, qat = section["claims"]
     assert "Neither method has a universal accuracy or latency advantage" in static["quoted claim"]
     assert static["measured here"] == (
         "text encoder, 200 held-out sentences: static INT8 worst cosine 0.9822 at 1.14x fp32 (batch 16); "
@@ -367,8 +371,8 @@ def test_the_static_and_qat_claims_read_lesson_06s_variants():
         "the file's INT4 codes differ from the training's in 0 of 11,165,760 weights"
     )
     # Without the PTQ entry there is nothing to set QAT beside.
-    (section,) = [s for s in report.build(entries[:3], ENV)["sections"] if s["lesson"] == "06"]
-    assert section["claims"][2]["measured here"] == "not measured yet: run the lesson"
+    (section,) = [s for s in report.build(entries[:3], ENV)["sections"] if s["lesson"] == "06b"]
+    assert section["claims"][1]["measured here"] == "not measured yet: run the lesson"
 
 
 # ------------------------------------------------------------------ one renderer: markdown, then HTML
@@ -561,14 +565,25 @@ def test_the_quick_bench_times_each_openvino_run_in_turn_with_onnx_runtimes_fp32
     openvino = runtimes.require_openvino()  # the test extra installs it: without it this fails
     result, out = quick
     rows = [r for r in result.rows if r.runtime is not None]
-    assert [(r.candidate, r.batch) for r in rows] == [
-        (name, b) for name in bench.OPENVINO_RUNS for b in bench.QUICK.batch_sizes
-    ]
+    # A run OpenVINO refuses on this CPU (2026.4.1 refuses the S8S8 file's default precision on an AMX
+    # Xeon) is one row that says so, followed by its f32-pinned retry at every batch size.
+    refused = {r.candidate for r in rows if not r.timed}
+    expected, batches = [], bench.QUICK.batch_sizes
+    for name in bench.OPENVINO_RUNS:
+        if name in refused:  # its row, then its retry's
+            expected += [(name, None)] + [(f"{name}, f32 pinned (default refused)", b) for b in batches]
+        else:
+            expected += [(name, b) for b in batches]
+    assert [(r.candidate, r.batch) for r in rows] == expected
+    for r in rows:
+        if not r.timed:
+            assert r.refused.startswith("OpenVINO refused to compile resnet18.") and r.speedup is None
+    rows = [r for r in rows if r.timed]
     default = runtimes.expected_default_precision()  # bf16 with AVX512_BF16 or AMX, f16 on ARM fp16, else f32
     fp32 = result.config["resnet_fp32"]
     for r in rows:
         assert (r.runtime, r.baseline, r.runs) == (f"OpenVINO {openvino.__version__}", "onnxruntime fp32", 3)
-        assert r.precision == ("f32" if r.candidate == "OpenVINO fp32, f32 pinned" else default)
+        assert r.precision == ("f32" if "f32 pinned" in r.candidate else default)
         assert r.baseline_ms > 0 and r.candidate_ms > 0 and r.speedup_low <= r.speedup <= r.speedup_high
         if "fp32" in r.candidate:  # the fp32 file itself
             assert r.size_mb == pytest.approx(fp32["size_mb"])
@@ -580,9 +595,11 @@ def test_the_quick_bench_times_each_openvino_run_in_turn_with_onnx_runtimes_fp32
     assert all(r.agreement >= 0.995 for r in pinned)  # f32 against f32: the same top-1 answers
     assert result.config["openvino_version"] == openvino.__version__
     saved = json.loads((out / "bench.json").read_text())["rows"]
-    assert {(s["candidate"], s["batch"], s["runtime"], s["precision"]) for s in saved if s["runtime"]} == {
-        (r.candidate, r.batch, r.runtime, r.precision) for r in rows
-    }
+    assert {
+        (s["candidate"], s["batch"], s["runtime"], s["precision"])
+        for s in saved
+        if s["runtime"] and not s["refused"]
+    } == {(r.candidate, r.batch, r.runtime, r.precision) for r in rows}
     lines = bench.table(result).splitlines()
     for r in rows:  # each OpenVINO row: its name, and its precision in the last column
         (line,) = [x for x in lines if f"  {r.candidate} " in x and x[:26].split()[-1] == str(r.batch)]

@@ -143,3 +143,36 @@ def test_confusion_pair_names_each_slip(confusions):
     diagonal = checks.check_confusion_pair(("Shirt", "Coat"), ("Shirt", "Shirt"), preds, labels)
     assert not diagonal and "diagonal" in diagonal.message
     assert "two class names" in checks.check_confusion_pair(("Shirt", "Coat"), 3, preds, labels).message
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 4: how often the model was sure and wrong
+# ---------------------------------------------------------------------------------------------------
+@pytest.fixture
+def confident():
+    """Ten images of three classes: six right, four wrong, one of the wrong ones with a top softmax
+    probability above 0.5 (three of them with a raw logit above 0.5)."""
+    right = [[4, 0, 0], [0, 4, 0], [0, 0, 4], [4, 0, 0], [0, 4, 0], [0.3, 0.2, 0.1]]
+    wrong = [[4, 0, 0], [0.9, 0.8, 0.7], [0.8, 0.9, 0.6], [0.1, 0.2, 0.3]]
+    logits = np.array(right + wrong, dtype=np.float32)
+    labels = np.array([0, 1, 2, 0, 1, 0] + [1, 1, 0, 0])
+    return logits, labels
+
+
+def test_confident_mistakes_wants_a_guess_then_the_share(confident):
+    logits, labels = confident
+    assert "answer_4_guess first" in repr(checks.check_confident_mistakes(None, 0.25, logits, labels))
+    assert "No answer yet" in repr(checks.check_confident_mistakes(0.5, None, logits, labels))
+    right = checks.check_confident_mistakes(0.7, 0.25, logits, labels)
+    assert right and "25.0% of the 4 mistakes" in right.message and "far from" in right.message
+    assert "close to" in checks.check_confident_mistakes(0.2, 0.25, logits, labels).message
+
+
+@pytest.mark.parametrize(
+    "answer, hint",
+    [(0.6, "share of all images"), (0.75, "raw logits"), (5 / 6, "the right ones"), (0.4, "error rate")],
+)
+def test_confident_mistakes_names_each_slip(confident, answer, hint):
+    logits, labels = confident
+    result = checks.check_confident_mistakes(0.5, answer, logits, labels)
+    assert not result and hint in result.message and "expected 0.250" in result.message

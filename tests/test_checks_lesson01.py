@@ -54,3 +54,19 @@ def test_crossover_when_clipping_never_wins():
     w = np.float32([-1.0, 1.0] * 500)  # the 99.9th percentile of |w| is its maximum: nothing to clip
     result = checks.check_clipping_crossover(4, 4, w)
     assert not result and "never wins" in result.message
+
+
+def test_crossover_when_clipping_still_wins_at_8_bits():
+    """Weights whose largest values sit next to the 99.9th percentile (as the ResNet18's fc.weight trained
+    on one CPU): clipping wins by a hair at every width, no crossover up to 8 bits, and the check says so
+    instead of describing a crossover."""
+    w = np.random.default_rng(2).uniform(-1, 1, 20_000).astype(np.float32)
+    gain8 = (
+        error_study(w, 8, symmetric=True, method="percentile", percentile=99.9).error.sqnr_db
+        - error_study(w, 8, symmetric=True).error.sqnr_db
+    )
+    assert gain8 > 0  # the case the test is about
+    result = checks.check_clipping_crossover(6, 8, w)
+    assert result and "still wins at 8 bits" in result.message and "past some width" not in result.message
+    assert "only 1.00x the 99.9th percentile" in result.message
+    assert not checks.check_clipping_crossover(6, 7, w)

@@ -149,7 +149,7 @@ def float_bytes(path) -> int:
 
 def test_float_copy_asks_for_the_guess_first_and_then_the_bytes(shared_weight):
     fp32, files = shared_weight
-    assert "answer_3_guess first" in checks.check_float_copy(None, 4, files["layer_2"], fp32).message
+    assert "answer_2_guess first" in checks.check_float_copy(None, 4, files["layer_2"], fp32).message
     assert "No answer yet" in checks.check_float_copy(False, None, files["layer_2"], fp32).message
 
 
@@ -203,3 +203,57 @@ def test_dynamic_node_names_refuses_a_typo_and_passes_other_names_as_they_are(sh
     assert dynamic_node_names(fp32, ["layer_1"]) == ["layer_1"]
     with pytest.raises(ValueError, match="did you mean 'layer_1'"):
         dynamic_node_names(fp32, ["layer_1 "])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Lesson 02b, exercise 1: the ResNet18's profile with ConvInteger as fast as fp32's Conv
+# ---------------------------------------------------------------------------------------------------
+SWAPPED = (89.0 - 80.0 + 10.0) / 11.0  # 1.73: INT8's other ops plus fp32's Conv time, over fp32's total
+
+
+def test_conv_kernel_swap_passes_the_right_ratio_and_reading():
+    right = checks.check_conv_kernel_swap(SWAPPED, False, FP32, INT8)
+    assert right and "1.73x fp32's kernel time" in right.message and "still leave it slower" in right.message
+
+
+def test_conv_kernel_swap_fails_a_wrong_ratio_and_a_wrong_reading():
+    assert "No answer yet" in checks.check_conv_kernel_swap(None, None, FP32, INT8).message
+    measured = checks.check_conv_kernel_swap(89.0 / 11.0, False, FP32, INT8)
+    assert not measured and "replace its ConvInteger time" in measured.message
+    dropped = checks.check_conv_kernel_swap(9.0 / 11.0, True, FP32, INT8)
+    assert not dropped and "without adding fp32's convolution time" in dropped.message
+    no_reading = checks.check_conv_kernel_swap(SWAPPED, None, FP32, INT8)
+    assert not no_reading and "answer_1_faster" in no_reading.message
+    wrong = checks.check_conv_kernel_swap(SWAPPED, True, FP32, INT8)
+    assert not wrong and "the reading is not" in wrong.message
+
+
+# ---------------------------------------------------------------------------------------------------
+# Lesson 02, exercise 2: the share of sentences at or above the audit's worst-cosine bound
+# ---------------------------------------------------------------------------------------------------
+def _embeddings(cosines):
+    """Unit reference vectors e1 and candidates at the given cosines with them."""
+    cos = np.asarray(cosines, dtype=np.float64)
+    ref = np.zeros((len(cos), 2))
+    ref[:, 0] = 1.0
+    emb = np.stack([cos, np.sqrt(1 - cos**2)], axis=1)
+    return ref, emb
+
+
+def test_cosine_pass_share_passes_the_right_share():
+    ref, emb = _embeddings([0.999, 0.99, 0.985, 0.97])
+    right = checks.check_cosine_pass_share(0.75, ref, emb, 0.98)
+    assert right and "1 fall below it" in right.message
+    all_pass = checks.check_cosine_pass_share(1.0, *_embeddings([0.999, 0.99]), 0.98)
+    assert all_pass and "Every sentence passes" in all_pass.message
+
+
+def test_cosine_pass_share_fails_a_wrong_answer():
+    ref, emb = _embeddings([0.999, 0.99, 0.985, 0.97])
+    assert "No answer yet" in checks.check_cosine_pass_share(None, ref, emb, 0.98).message
+    below = checks.check_cosine_pass_share(0.25, ref, emb, 0.98)
+    assert not below and "share below the bound" in below.message
+    percent = checks.check_cosine_pass_share(75, ref, emb, 0.98)
+    assert not percent and "percentage" in percent.message
+    wrong = checks.check_cosine_pass_share(0.5, ref, emb, 0.98)
+    assert not wrong and "expected 0.7500" in wrong.message

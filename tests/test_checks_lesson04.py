@@ -1,4 +1,4 @@
-"""Lesson 04's new self-checks: each passes the right answer and teaches on each wrong one it recognises.
+"""Lesson 04's and 04b's self-checks: each passes the right answer and teaches on each wrong one it recognises.
 
 The older lesson 04 checks (failing variants, capstone) are tested in tests/test_checks.py."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from course_lib import checks, measure
-from course_lib.checks.lesson04 import CALIBRATION_FAULTS
+from course_lib.checks.lesson04b import CALIBRATION_FAULTS
 
 # ---------------------------------------------------------------------------------------------------
 # Exercise 1: the paired interval by hand
@@ -81,7 +81,7 @@ def test_check_paired_interval_wants_the_right_reading():
 
 
 # ---------------------------------------------------------------------------------------------------
-# Exercise 2: which fault broke the weak calibration
+# 04b, exercise 1: which fault broke the weak calibration
 # ---------------------------------------------------------------------------------------------------
 MEAN, STD = 0.286, 0.353  # about Fashion-MNIST's, as the course's preprocessing fits them
 
@@ -157,7 +157,7 @@ def test_check_calibration_cause_measures_the_file_and_answers_each_guess(tiny_c
     ten = _quantize(fp32, folder / "ten.onnx", _production(_images(10, rng)))
     right = checks.check_calibration_cause("the normalisation", ten, ref, x, labels)
     assert right and "pass the acceptance rule" in repr(right) and "You predicted it." in repr(right)
-    assert "maps above 1 is clipped" in repr(right)
+    assert "maps above 1 is clipped" in repr(right) and "first-layer SQNR of section 3" in repr(right)
     count = checks.check_calibration_cause("The 10 images ", ten, ref, x, labels)  # case and spaces forgiven
     assert count and "You blamed the count: a common guess, and here a wrong one." in repr(count)
     both = checks.check_calibration_cause("both", ten, ref, x, labels)
@@ -183,10 +183,11 @@ def test_check_calibration_cause_names_each_wrong_answer(tiny_cnn):
 
     fp32, x, labels, ref, folder, rng = tiny_cnn
     none_yet = checks.check_calibration_cause(None, None, ref, x, labels)
-    assert not none_yet and "No answer yet" in repr(none_yet) and "answer_2_guess first" in repr(none_yet)
+    assert not none_yet and "No answer yet" in repr(none_yet) and "answer_1_guess first" in repr(none_yet)
     odd = checks.check_calibration_cause("the weights", None, ref, x, labels)
     assert not odd and all(repr(f) in repr(odd) for f in CALIBRATION_FAULTS)
-    assert "Now measure" in repr(checks.check_calibration_cause("both", None, ref, x, labels))
+    now = checks.check_calibration_cause("both", None, ref, x, labels)
+    assert "Now measure" in repr(now) and "answer_1 to the file's path" in repr(now)
     missing = checks.check_calibration_cause("both", folder / "missing.onnx", ref, x, labels)
     assert not missing and "Found no file" in repr(missing)
     unquantized = checks.check_calibration_cause("both", fp32, ref, x, labels)
@@ -197,3 +198,94 @@ def test_check_calibration_cause_names_each_wrong_answer(tiny_cnn):
     half = _quantize(fp32, folder / "half.onnx", _half_normalised(_images(10, rng)))
     wrong = checks.check_calibration_cause("the normalisation", half, ref, x, labels)
     assert not wrong and "[-1.00, 1.00]" in repr(wrong) and "not half_normalised" in repr(wrong)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 3 (capstone): the learner is told which answer to set
+# ---------------------------------------------------------------------------------------------------
+def test_check_capstone_asks_for_the_capstones_own_answer(tmp_path):
+    waiting = checks.check_capstone(None, tmp_path / "fp32.onnx", np.zeros((1, 4)), np.zeros(1))
+    assert not waiting and "set answer_3 to the path" in repr(waiting)
+
+
+# ---------------------------------------------------------------------------------------------------
+# 04b, exercise 2: calibrate the two-input MLP for the edges
+# ---------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def two_input_mlp(tmp_path_factory):
+    """A 2 -> 16 -> 2 MLP (input 'input'), training points in [-1, 1]², edge points out to ±3, and a grid to
+    ±3 with the mask of its points inside the training range: (fp32 path, train, edge, grid, inside, folder)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w1, b1 = rng.normal(0, 1, (2, 16)).astype(np.float32), rng.normal(0, 0.1, 16).astype(np.float32)
+    w2 = rng.normal(0, 1, (16, 2)).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["input", "w1"], ["h"]),
+            helper.make_node("Add", ["h", "b1"], ["hb"]),
+            helper.make_node("Relu", ["hb"], ["r"]),
+            helper.make_node("MatMul", ["r", "w2"], ["logits"]),
+        ],
+        "two_input_mlp",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 2])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 2])],
+        [
+            numpy_helper.from_array(w1, "w1"),
+            numpy_helper.from_array(b1, "b1"),
+            numpy_helper.from_array(w2, "w2"),
+        ],
+    )
+    folder = tmp_path_factory.mktemp("edge_calibration")
+    path = folder / "mlp.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    train = rng.uniform(-1, 1, (500, 2)).astype(np.float32)
+    edge = rng.uniform(-3, 3, (200, 2)).astype(np.float32)
+    xs, ys = np.meshgrid(np.linspace(-3, 3, 41), np.linspace(-3, 3, 41))
+    grid = np.c_[xs.ravel(), ys.ravel()].astype(np.float32)
+    return path, train, edge, grid, np.all(np.abs(grid) <= 1, axis=1), folder
+
+
+def _static(fp32, out, x):
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+
+    from course_lib import ArrayReader
+
+    qdq = dict(quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    quantize_static(fp32, out, ArrayReader(x, fp32, batch_size=100), **qdq)
+    return out
+
+
+def test_check_edge_calibration_passes_a_file_calibrated_on_the_edges_too(two_input_mlp):
+    fp32, train, edge, grid, inside, folder = two_input_mlp
+    lesson = _static(fp32, folder / "train.onnx", train)
+    wider = _static(fp32, folder / "wider.onnx", np.vstack([train, edge]))
+    right = checks.check_edge_calibration(wider, fp32, lesson, grid, inside)
+    assert (
+        right
+        and "Calibrated on the edge set too" in repr(right)
+        and "outside the training range" in repr(right)
+    )
+    assert "256 levels now cover a wider range, each step coarser" in repr(right)
+
+
+def test_check_edge_calibration_names_each_wrong_answer(two_input_mlp):
+    from onnxruntime.quantization import quantize_dynamic
+
+    fp32, train, _, grid, inside, folder = two_input_mlp
+    lesson = _static(fp32, folder / "train_again.onnx", train)
+    assert "No answer yet: set answer_2" in repr(
+        checks.check_edge_calibration(None, fp32, lesson, grid, inside)
+    )
+    assert "Found no file" in repr(
+        checks.check_edge_calibration(folder / "nothing.onnx", fp32, lesson, grid, inside)
+    )
+    assert "not static QDQ" in repr(checks.check_edge_calibration(fp32, fp32, lesson, grid, inside))
+    dynamic = folder / "dynamic.onnx"
+    quantize_dynamic(fp32, dynamic)
+    assert "not static QDQ" in repr(checks.check_edge_calibration(dynamic, fp32, lesson, grid, inside))
+    same = checks.check_edge_calibration(
+        _static(fp32, folder / "same.onnx", train), fp32, lesson, grid, inside
+    )
+    assert not same and "Not yet" in repr(same) and "np.vstack" in repr(same)

@@ -18,72 +18,146 @@ def comparison(speedup: float, low: float, high: float) -> LatencyComparison:
 S8S8_KERNELS = SimpleNamespace(compute_count=21, integer_count=10)
 
 
-# ---------------------------------------------------------------------------------------------------
-# Exercise 1: S8S8 against fp32, predicted from the kernel table, then read from the interval
-# ---------------------------------------------------------------------------------------------------
-def test_s8s8_prediction_asks_for_the_guess_first_and_then_the_answer():
-    slower = comparison(0.42, 0.40, 0.45)
-    assert "answer_1_guess first" in repr(checks.check_s8s8_prediction(None, "slower", slower))
-    assert "No answer yet" in repr(checks.check_s8s8_prediction(0.5, None, slower))
-    odd = checks.check_s8s8_prediction(0.5, "much slower", slower)
-    assert not odd and '"faster", "slower" or "unsettled"' in odd.message
+def profile(**ms):
+    """A stand-in for kernels.Profile: kernel milliseconds per op type, one node per type but Conv."""
+    return SimpleNamespace(ms_per_run=ms, total_ms=sum(ms.values()), nodes={"Conv": 20})
 
 
-def test_s8s8_prediction_passes_the_interval_reading_and_explains_the_guess():
-    slower = comparison(0.42, 0.40, 0.45)
-    inside = checks.check_s8s8_prediction(0.43, "slower", slower, S8S8_KERNELS)
-    assert inside and "inside the interval" in inside.message
-    assert "11 of its 21 compute ops run in float" in inside.message
-    side = checks.check_s8s8_prediction(0.7, "Slower ", slower, S8S8_KERNELS)
+FP32_PROFILE = profile(Conv=40.0, MaxPool=1.0)
+S8S8_PROFILE = profile(Conv=70.0, QLinearConv=20.0, DequantizeLinear=8.0, QuantizeLinear=4.0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 1: the price of the S8S8 file's float convolutions, predicted, then computed from profiles
+# ---------------------------------------------------------------------------------------------------
+def test_float_island_time_asks_for_the_guess_first_and_then_the_answer():
+    assert "answer_1_guess first" in repr(
+        checks.check_float_island_time(None, 1.75, S8S8_PROFILE, FP32_PROFILE)
+    )
+    odd = checks.check_float_island_time("about the same", 1.75, S8S8_PROFILE, FP32_PROFILE)
+    assert not odd and '"less" or "more"' in odd.message
+    assert "No answer yet" in repr(checks.check_float_island_time("more", None, S8S8_PROFILE, FP32_PROFILE))
+
+
+def test_float_island_time_passes_the_ratio_and_says_whether_the_guess_was_right():
+    right = checks.check_float_island_time("More ", 1.75, S8S8_PROFILE, FP32_PROFILE, S8S8_KERNELS)
+    assert right and right.message.startswith("1.75") and "take more kernel time" in right.message
+    assert "as you predicted" in right.message and "11 float convolutions against fp32's 20" in right.message
+    assert "12.0 ms per run on top" in right.message  # its QuantizeLinear and DequantizeLinear nodes
+    wrong_guess = checks.check_float_island_time("less", 1.75, S8S8_PROFILE, FP32_PROFILE)
+    assert wrong_guess and "you predicted 'less'" in wrong_guess.message
+
+
+def test_float_island_time_teaches_each_slip():
+    inverted = checks.check_float_island_time("more", 40 / 70, S8S8_PROFILE, FP32_PROFILE)
+    assert not inverted and "divided fp32's time by the S8S8 file's" in inverted.message
+    totals = checks.check_float_island_time("more", 102 / 41, S8S8_PROFILE, FP32_PROFILE)
+    assert not totals and "the whole profiles" in totals.message
+    far = checks.check_float_island_time("more", 3.0, S8S8_PROFILE, FP32_PROFILE)
+    assert not far and "ms_per_run['Conv']" in far.message
+
+
+def test_float_island_time_on_a_cpu_without_float_islands():
+    arm = profile(QLinearConv=20.0)  # ARM: every S8S8 convolution on an integer kernel
+    result = checks.check_float_island_time("more", 0.0, arm, FP32_PROFILE)
+    assert result and "no float island" in result.message
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 2: the S8S8 file with every group fused (session.qdqisint8allowed), predicted, then timed
+# ---------------------------------------------------------------------------------------------------
+def test_fused_s8s8_asks_for_the_guess_first_and_a_comparison():
+    slow = comparison(0.06, 0.05, 0.07)
+    assert "answer_2_guess first" in repr(checks.check_fused_s8s8(None, slow))
+    assert "No answer yet" in repr(checks.check_fused_s8s8(2.0, None))
+    number = checks.check_fused_s8s8(2.0, 0.06)
+    assert not number and "LatencyComparison" in number.message
+    backwards = LatencyComparison(
+        "S8S8 fused", "fp32", {"fp32": None, "S8S8 fused": None}, 16.0, 14.0, 18.0, 0.9
+    )
+    result = checks.check_fused_s8s8(2.0, backwards)
+    assert not result and "Put fp32 first" in result.message
+
+
+def test_fused_s8s8_reads_the_interval_against_the_guess_and_explains_the_kernels():
+    slow, default = comparison(0.06, 0.05, 0.07), comparison(0.42, 0.38, 0.45)
+    hopeful = checks.check_fused_s8s8(2.0, slow, default)
+    assert hopeful and hopeful.message.startswith("Slower: the fused S8S8 file ran at 0.06x (0.05–0.07)")
+    assert (
+        "you predicted 2x" in hopeful.message and "default for the same file ran at 0.42x" in hopeful.message
+    )
+    assert "AVX-VNNI-INT8" in hopeful.message and "Integer coverage is not speed" in hopeful.message
+    side = checks.check_fused_s8s8(0.5, slow)
     assert side and "right side of 1x" in side.message
-    hopeful = checks.check_s8s8_prediction(2.0, "slower", slower, S8S8_KERNELS)
-    assert hopeful and "not fast by being INT8" in hopeful.message
-
-
-def test_s8s8_prediction_teaches_each_wrong_reading_of_the_interval():
-    slower = comparison(0.42, 0.40, 0.45)
-    inverted = checks.check_s8s8_prediction(0.5, "faster", slower)
-    assert not inverted and "below 1 means S8S8 takes longer" in inverted.message
-    settled = checks.check_s8s8_prediction(0.5, "unsettled", slower)
-    assert not settled and "lies on one side of 1x" in settled.message
-    straddles = comparison(0.97, 0.90, 1.08)
-    by_median = checks.check_s8s8_prediction(0.5, "slower", straddles)
-    assert not by_median and "reaches both sides of 1x" in by_median.message
-    assert checks.check_s8s8_prediction(0.5, "unsettled", straddles)
-    assert checks.check_s8s8_prediction(1.2, "faster", comparison(1.3, 1.2, 1.4))
+    inside = checks.check_fused_s8s8(0.06, slow)
+    assert inside and "inside the interval" in inside.message
+    unsettled = checks.check_fused_s8s8(1.0, comparison(1.0, 0.9, 1.1))
+    assert unsettled and unsettled.message.startswith("Unsettled")
 
 
 # ---------------------------------------------------------------------------------------------------
-# Exercise 2: batch 1 against batch 64, by the intervals
+# Lesson 05b, exercise 1: the careless loop with the load the other way round
 # ---------------------------------------------------------------------------------------------------
-def test_batch_gain_asks_for_the_guess_first_and_then_the_answer():
-    b1, b64 = comparison(2.3, 2.2, 2.4), comparison(1.5, 1.45, 1.55)
-    assert "answer_2_guess first" in repr(checks.check_batch_gain(None, "batch 1", b1, b64))
-    assert "No answer yet" in repr(checks.check_batch_gain("batch 1", None, b1, b64))
-    assert not checks.check_batch_gain("batch 1", "batch 8", b1, b64)
+def test_careless_swap_asks_for_words_it_knows():
+    assert "answer_1_guess first" in repr(checks.check_careless_swap(None, "below", 0.8, 1.6, 1.9))
+    assert "No answer yet" in repr(checks.check_careless_swap("below", None, 0.8, 1.6, 1.9))
+    odd = checks.check_careless_swap("lower", "below", 0.8, 1.6, 1.9)
+    assert not odd and '"above", "below" or "inside"' in odd.message
 
 
-def test_batch_gain_passes_the_clear_answer_and_says_whether_the_guess_was_right():
-    b1, b64 = comparison(2.3, 2.2, 2.4), comparison(1.5, 1.45, 1.55)
-    right = checks.check_batch_gain("batch 1", "batch 1", b1, b64)
-    assert right and "you predicted it" in right.message and "a quarter of the bytes" in right.message
-    assert checks.check_batch_gain("batch 64", 1, b1, b64)  # a number is read as the batch size
-    wrong_guess = checks.check_batch_gain("batch 64", "batch 1", b1, b64)
-    assert wrong_guess and "you predicted 'batch 64'" in wrong_guess.message
-    assert checks.check_batch_gain("batch 1", "batch 64", b64, b1)
+def test_careless_swap_checks_where_the_ratio_landed_and_the_prediction():
+    right = checks.check_careless_swap("below", " Below", 0.82, 1.61, 1.87)
+    assert right and "as you predicted" in right.message and "denominator" in right.message
+    surprised = checks.check_careless_swap("inside", "below", 0.82, 1.61, 1.87)
+    assert surprised and "you predicted 'inside'" in surprised.message
+    misread = checks.check_careless_swap("below", "inside", 0.82, 1.61, 1.87)
+    assert not misread and "expected 'below'" in misread.message and "0.82x" in misread.message
+    assert checks.check_careless_swap("below", "inside", 1.7, 1.61, 1.87)
+    assert checks.check_careless_swap("below", "above", 2.5, 1.61, 1.87)
 
 
-def test_batch_gain_teaches_each_wrong_reading():
-    b1, b64 = comparison(2.3, 2.2, 2.4), comparison(1.5, 1.45, 1.55)
-    inverted = checks.check_batch_gain("batch 1", "batch 64", b1, b64)
-    assert not inverted and "the larger ratio is where INT8 gains more" in inverted.message
-    too_careful = checks.check_batch_gain("batch 1", "neither", b1, b64)
-    assert not too_careful and "do not overlap" in too_careful.message
-    close = comparison(1.6, 1.45, 1.75), comparison(1.5, 1.4, 1.6)
-    by_median = checks.check_batch_gain("batch 1", "batch 1", *close)
-    assert not by_median and "the intervals overlap" in by_median.message
-    unsettled = checks.check_batch_gain("batch 1", "neither", *close)
-    assert unsettled and "cannot be settled by this run" in unsettled.message
+# ---------------------------------------------------------------------------------------------------
+# Lesson 05b, exercise 2: arithmetic intensity at another batch size
+# ---------------------------------------------------------------------------------------------------
+def small_conv(path):
+    """input (N, 1, 5, 5) -> Conv 2x1x3x3: 18 weights, each used at 9 output positions per image."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.ones((2, 1, 3, 3), np.float32), "w")
+    node = helper.make_node("Conv", ["input", "w"], ["output"], kernel_shape=[3, 3], name="conv")
+    graph = helper.make_graph(
+        [node],
+        "small",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 1, 5, 5])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 2, 3, 3])],
+        [weight],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_intensity_passes_the_computed_value_and_grades_the_prediction(tmp_path):
+    path, shapes = small_conv(tmp_path / "small.onnx"), {"input": (8, 1, 5, 5)}
+    # 8 images x 9 positions x 18 weights = 1,296 multiply-adds over 18 bytes of INT8 weights: 72.
+    assert "answer_2_guess first" in repr(checks.check_intensity(None, 72.0, path, shapes))
+    assert "No answer yet" in repr(checks.check_intensity(70.0, None, path, shapes))
+    close = checks.check_intensity(70.0, 72.0, path, shapes)
+    assert (
+        close
+        and close.message.startswith("72.0 multiply-adds per byte")
+        and "within a tenth" in close.message
+    )
+    off = checks.check_intensity(9.0, 72.0, path, shapes)
+    assert off and "88% off" in off.message
+
+
+def test_intensity_teaches_each_slip(tmp_path):
+    path, shapes = small_conv(tmp_path / "small.onnx"), {"input": (8, 1, 5, 5)}
+    fp32_bytes = checks.check_intensity(70.0, 18.0, path, shapes)  # per byte of fp32 weights
+    assert not fp32_bytes and "fp32 weights" in fp32_bytes.message
+    wrong = checks.check_intensity(70.0, 50.0, path, shapes)
+    assert not wrong and "expected 72.0" in wrong.message
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -99,3 +99,33 @@ def test_the_rule_against_perplexity_finds_what_the_cosine_rule_let_through():
     # With a looser tolerance nothing passes the rule and loses perplexity: the empty list is right.
     loose = check([], tolerance=0.1)
     assert loose and "every variant that passed the rule also kept its perplexity" in loose.message
+
+
+def _decided(recommended, batch):
+    return SimpleNamespace(
+        decision=SimpleNamespace(recommended=recommended, batch=batch, decided_at=f"batch {batch}")
+    )
+
+
+def test_serve_batch_wants_a_guess_then_an_audit_decided_at_batch_1():
+    first = _decided("static U8S8 per-channel", 32)
+    assert "answer_5_guess first" in checks.check_serve_batch(None, _decided("x", 1), first).message
+    assert "No answer yet" in checks.check_serve_batch("same", None, first).message
+    wrong_batch = checks.check_serve_batch("same", _decided("x", 32), first)
+    assert (
+        not wrong_batch
+        and "decided at batch 32" in wrong_batch.message
+        and "serve_batch=1" in wrong_batch.message
+    )
+
+
+def test_serve_batch_compares_the_two_decisions_and_the_prediction():
+    first = _decided("static U8S8 per-channel", 32)
+    same = checks.check_serve_batch("same", _decided("static U8S8 per-channel", 1), first)
+    assert same and same.message.startswith("Same, as you predicted")
+    moved = checks.check_serve_batch("same", _decided(None, 1), first)
+    assert (
+        moved
+        and moved.message.startswith("Different; you predicted same")
+        and "at batch 1 nothing" in moved.message
+    )

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 
-from course_lib import versions
-from course_lib.tooling import cli
+from course_lib.tooling import cli, doctor
 
 DECLARED = [
     "numpy>=1.26",
@@ -32,7 +31,7 @@ def _fake(monkeypatch):
 
 def test_each_declared_requirement_is_checked_against_what_is_installed(monkeypatch):
     _fake(monkeypatch)
-    rows = {row["name"]: row for row in versions.requirement_status()}
+    rows = {row["name"]: row for row in doctor.requirement_status()}
     assert rows["numpy"]["ok"] and rows["numpy"]["extra"] is None
     assert not rows["numpy-from-the-future"]["ok"] and rows["numpy-from-the-future"]["installed"] == "1.0"
     assert rows["no-such-package-xyz"]["installed"] is None and not rows["no-such-package-xyz"]["ok"]
@@ -50,7 +49,7 @@ def test_the_real_metadata_covers_every_core_dependency_in_pyproject():
     from packaging.requirements import Requirement
 
     core = {Requirement(r).name.lower() for r in project["dependencies"]}
-    checked = {row["name"].lower() for row in versions.requirement_status() if row["extra"] is None}
+    checked = {row["name"].lower() for row in doctor.requirement_status() if row["extra"] is None}
     assert core <= checked
 
 

@@ -1,5 +1,6 @@
-"""The model pipeline's modules import each other in one direction only: no cycle, counting the
-imports inside functions too (they run later, but a circle through them is still a circle).
+"""course_lib's modules import each other in one direction only: no cycle anywhere in the package,
+counting the imports inside functions too (they run later, but a circle through them is still a
+circle). Imports under `if TYPE_CHECKING:` are not edges: they never run.
 
 Each module's source is parsed with `ast`; every Import and ImportFrom anywhere in the file is an
 edge, relative imports resolved against the package. The implicit import of a parent package
@@ -18,18 +19,28 @@ PACKAGE = Path(course_lib.__file__).parent
 PIPELINE = ("course_lib.models", "course_lib.cache", "course_lib.release", "course_lib.pipeline")
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def _module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
     """module -> the package's modules it imports anywhere in its source."""
-    modules = {_module_name(p): p for p in package.rglob("*.py")}
+    modules = {_module_name(p, package): p for p in package.rglob("*.py")}
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         is_package = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        typing_only = {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If)
+            and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+            for inner in ast.walk(node)
+        }
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
@@ -74,7 +85,62 @@ def test_the_graph_sees_imports_inside_functions():
     assert {"course_lib.models", "course_lib.release", "course_lib.cache"} <= graph["course_lib.pipeline"]
 
 
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of the graph with more than one module: every import circle
+    lies inside one (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
 def test_the_model_pipeline_has_no_import_cycle():
     graph = import_graph()
-    circles = [" -> ".join(c) for m in PIPELINE for c in cycles_through(graph, m)]
-    assert circles == [], "import cycles through the model pipeline:\n" + "\n".join(circles)
+    paths = [" -> ".join(c) for m in PIPELINE for c in cycles_through(graph, m)]
+    assert paths == [], "import cycles through the model pipeline:\n" + "\n".join(paths)
+
+
+def test_no_module_of_the_package_sits_in_an_import_circle():
+    found = circles(import_graph())
+    assert found == [], "modules that import each other, directly or through others: " + "; ".join(
+        ", ".join(part) for part in found
+    )
+
+
+def test_a_planted_circle_is_found_and_type_checking_imports_are_not_edges(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("def f():\n    from . import b\n")
+    (package / "b.py").write_text("from .c import x\n")
+    (package / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import f\nx = 1\n"
+    )
+    graph = import_graph(package)
+    assert circles(graph) == [] and "pkg.a" not in graph["pkg.c"]
+    (package / "c.py").write_text("from .a import f\nx = 1\n")
+    assert circles(import_graph(package)) == [["pkg.a", "pkg.b", "pkg.c"]]

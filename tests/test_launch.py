@@ -73,7 +73,7 @@ def test_lesson_05s_colab_cell_installs_the_openvino_extra_and_the_others_do_not
     for notebook in NOTEBOOKS:
         cells = nbformat.read(notebook, as_version=4).cells
         setup = next(c.source for c in cells if c.source.startswith(launch.SETUP_MARK))
-        wants_openvino = notebook.name.startswith("05_")
+        wants_openvino = notebook.name.startswith("05b_")
         assert ("onnx-quant-course[openvino] @" in setup) == wants_openvino, notebook.name
         assert ("also installs the course's extra: openvino" in setup) == wants_openvino, notebook.name
 

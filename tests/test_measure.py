@@ -653,6 +653,65 @@ def test_acceptance_needs_labels():
         measure.acceptance(p)
 
 
+def test_parity_counts_the_rows_whose_every_value_is_within_the_tolerance():
+    reference = np.zeros((4, 3))
+    candidate = reference + np.array([[0.01, 0, 0], [0.2, 0, 0], [0, 0, -0.04], [0, 0.06, 0]])
+    p = measure.parity(reference, candidate, atol=0.05)
+    assert p.within_atol == pytest.approx(0.5) and p.allclose is False  # rows 0 and 2 only
+    assert measure.parity(reference, candidate, atol=0.3).within_atol == 1.0
+    assert measure.parity(reference + 1, candidate + 1, atol=0.0, rtol=0.25).within_atol == 1.0  # relative
+
+
+def test_an_accuracy_is_shown_with_its_interval():
+    p = _parity_with(0.92, 0.915, 0.995)
+    low, high = p.accuracy_interval()
+    assert p.accuracy_text() == f"91.50% ({100 * low:.1f}–{100 * high:.1f})"
+    assert p.accuracy_text("reference").startswith("92.00% (")
+
+
+# The course target on top of the acceptance rule: each mark, and what the advice names.
+FAST, SLOW, STRADDLES = ratio(1.84, 1.82, 1.85), ratio(1.41, 1.40, 1.42), ratio(1.48, 1.42, 1.54)
+
+
+@pytest.mark.parametrize(
+    "cand_acc, agreement, size, speed, mark, said",
+    [
+        (0.92, 0.997, 0.25, FAST, "✔", "ship it"),
+        (0.92, 0.997, 0.57, FAST, "trade", "the file is 0.57 of fp32's (target at most 0.26)"),
+        (0.916, 0.997, 0.25, FAST, "trade", "accuracy drop is +0.40 points"),  # accepted, short of 0.3
+        (0.92, 0.993, 0.25, FAST, "trade", "agreement is 99.30%"),
+        (0.92, 0.997, 0.25, SLOW, "✘", "1.41x (1.40–1.42) lies below 1.5x"),
+        (0.92, 0.997, 0.57, SLOW, "✘", "below 1.5x; the file is 0.57"),
+        (0.92, 0.997, 0.25, STRADDLES, "unsettled", "reaches both sides of 1.5x"),
+        (0.92, 0.997, 0.25, None, "—", "not timed"),
+        (0.90, 0.97, 0.25, FAST, "✘", "don't ship: drop over 1 point"),  # the rule rejects it, fast or not
+    ],
+)
+def test_the_course_target_reads_the_speed_interval_and_names_a_trade(
+    cand_acc, agreement, size, speed, mark, said
+):
+    target = measure.acceptance(_parity_with(0.92, cand_acc, agreement)).target(size, speed)
+    assert target.mark == mark and said in target.advice
+    assert target.timed is (speed is not None) and target.small is (size <= 0.26)
+
+
+def test_a_target_is_one_row_of_the_verdict_table():
+    verdict = measure.acceptance(_parity_with(0.92, 0.92, 0.997))
+    row = verdict.target(0.57, FAST).row("per-channel, 2 layers in float")
+    assert row["variant"] == "per-channel, 2 layers in float" and row["course target"] == "trade"
+    assert (
+        row["speed b64"] == "1.84x (1.82–1.85)" and row["size"] == "0.570" and row["acceptance rule"] == "✔"
+    )
+    assert verdict.target(0.25).row("untimed")["speed b64"] == "—"
+
+
+def test_the_course_target_takes_other_limits():
+    verdict = measure.acceptance(_parity_with(0.92, 0.92, 0.997))
+    assert verdict.target(0.57, FAST, max_size_ratio=0.6).mark == "✔"
+    assert verdict.target(0.25, FAST, min_speedup=2.0).mark == "✘"
+    assert verdict.target(0.25, STRADDLES, min_speedup=1.4).mark == "✔"
+
+
 def test_margin_is_the_gap_between_the_two_most_probable_classes():
     logits = np.array([[0.0, 0.0, 0.0], [20.0, 0.0, 0.0], [np.log(3), 0.0, -50.0]])
     m = measure.margin(logits)
@@ -751,3 +810,11 @@ def test_two_variants_agreement_is_compared_on_the_same_images():
     assert p1.agreement_text().startswith("87.50% (")
     with pytest.raises(ValueError, match="with labels"):
         measure.parity(ref, one_off).compare(measure.parity(ref, two_off), "accuracy")
+
+
+def test_a_comparison_prints_as_the_lessons_write_it_and_reads_below_a_target():
+    from course_lib.measure import LatencyComparison
+
+    c = LatencyComparison("fp32", "int8", {}, 1.3412, 1.2891, 1.4049, 0.9)
+    assert str(c) == "1.34x (1.29–1.40)"
+    assert c.speedup_below(1.5) is True and c.speedup_below(1.0) is False and c.speedup_below(1.3) is None

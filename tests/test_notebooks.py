@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ROOT
 from course_lib.reference import load_figures
-from course_lib.tooling import reference
+from course_lib.tooling import recording as reference
 from course_lib.tooling.runner import execute_notebook, lesson_notebooks
 
 NOTEBOOKS = lesson_notebooks(ROOT / "notebooks")
@@ -73,8 +73,14 @@ def test_notebook_runs_top_to_bottom_in_a_fresh_kernel(notebook, tmp_path, monke
     # The figures the lesson's reference blocks quote were saved by this run (for `reference record`).
     lesson = reference.lesson_of(notebook)
     wanted = reference.wanted_figures(ROOT).get(lesson, set())
-    saved = set((load_figures(lesson) or {"figures": {}})["figures"])
+    found = load_figures(lesson) or {"figures": {}, "claims": []}
+    saved = set(found["figures"])
     assert wanted <= saved, f"{notebook.name} did not save the figures {sorted(wanted - saved)}"
+    # ... and the verdict of every claim it printed, for the reference runs' ledgers.
+    printed = sum(len(lines) for lines in run.claims.values())
+    assert len(found["claims"]) == printed, (
+        f"{notebook.name}: {printed} claims printed, {len(found['claims'])} saved"
+    )
     # Binder gives a notebook about 2 GB: the kernel and what it starts must stay below that.
     print(f"{notebook.name}: {run.seconds:.0f} s, peak memory {run.peak_memory_bytes / 1e6:.0f} MB")
     assert run.peak_memory_bytes > 50e6  # the kernel was seen at all

@@ -1,6 +1,6 @@
 """course_lib.qat: BatchNorm folding, fake-quantized twins, export; and check_int4_scale.
 
-The end-to-end test is the lesson's claim: a fake quantizer written like lesson 06's rounds every
+The end-to-end test is the lesson's claim: a fake quantizer written like lesson 06b's rounds every
 weight to the code that ONNX Runtime's `quantize_static` writes into the file.
 """
 
@@ -97,7 +97,7 @@ def test_without_fake_quant_gives_plain_modules_with_the_latent_weights():
 
 @pytest.fixture(scope="module")
 def int4_files(tmp_path_factory):
-    """A folded ResNet18 with fake-quantized weights, exported and quantized as lesson 06 does."""
+    """A folded ResNet18 with fake-quantized weights, exported and quantized as lesson 06b does."""
     import logging
 
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static

@@ -10,7 +10,7 @@ from conftest import ROOT
 from course_lib import reference
 from course_lib.reference import ReferenceRun
 from course_lib.tooling import notebooks
-from course_lib.tooling import reference as blocks
+from course_lib.tooling import recording as blocks
 
 ZEN3 = ReferenceRun(
     cpu_class="amd-epyc-avx2-only",
@@ -58,8 +58,8 @@ def test_a_block_lists_each_reference_cpu_with_its_commits():
 
 
 def test_templates_and_their_fields_are_read_back():
-    [(sentence, sentence_is_table), (table, table_is_table)] = blocks.templates(SOURCE)
-    assert (sentence_is_table, table_is_table) == (False, True)
+    [(sentence, sentence_kind), (table, table_kind)] = blocks.templates(SOURCE)
+    assert (sentence_kind, table_kind) == ("sentence", "table")
     assert sentence == "S8S8 ran at {s8s8:.2f}x, with {kernels} integer kernels"
     assert blocks.template_fields(table, "03") == [("03", "s8s8", ".1f"), ("05", "best", ".1f")]
 
@@ -73,12 +73,12 @@ def test_templates_and_their_fields_are_read_back():
     ],
 )
 def test_a_broken_block_says_what_is_wrong(broken, message):
-    with pytest.raises(blocks.ReferenceError, match=message):
+    with pytest.raises(blocks.ReferenceRunError, match=message):
         blocks.render_source(broken, "03", [ZEN4])
 
 
 def test_a_figure_that_cannot_take_its_format_names_itself():
-    with pytest.raises(blocks.ReferenceError, match="s8s8"):
+    with pytest.raises(blocks.ReferenceRunError, match="s8s8"):
         blocks.render_source("# <!-- reference: {s8s8:d} -->\n# <!-- /reference -->\n", "03", [ZEN4])
 
 
@@ -116,10 +116,10 @@ def test_recording_stores_this_machines_class_and_refuses_an_incomplete_run(tmp_
     (root / "notebooks" / "src" / "03_x.py").write_text(
         "# %% [markdown]\n# <!-- reference: {a:.1f} and {b} -->\n# <!-- /reference -->\n"
     )
-    with pytest.raises(blocks.ReferenceError, match="lesson 03 saved no figures"):
+    with pytest.raises(blocks.ReferenceRunError, match="lesson 03 saved no figures"):
         blocks.record(root, commit="abc1234")
     reference.save_figures("03", {"a": 1.25})
-    with pytest.raises(blocks.ReferenceError, match="did not save b"):
+    with pytest.raises(blocks.ReferenceRunError, match="did not save b"):
         blocks.record(root, commit="abc1234")
     reference.save_figures("03", {"a": 1.25, "b": "two"})
     path = blocks.record(root, commit="abc1234", directory=tmp_path / "runs")
@@ -151,3 +151,236 @@ def test_figures_refuse_what_json_cannot_hold(private_data_dir):
 )
 def test_cpu_classes_are_named_by_their_int8_instructions(machine, features, label):
     assert reference.isa_label(machine, features) == label
+
+
+# --------------------------------------------------------------------------------------------
+# The claims ledger
+# --------------------------------------------------------------------------------------------
+def _claim(statement, verdict, depends=("speed",), scope=""):
+    return {
+        "statement": statement,
+        "verdict": verdict,
+        "depends": list(depends),
+        "scope": scope,
+        "evidence": "",
+    }
+
+
+AVX2 = ReferenceRun(
+    cpu_class="amd-epyc-avx2-only",
+    label="AMD EPYC Zen 3, AVX2 only",
+    commit="ce0944a",
+    date="2026-11-30",
+    source="quoted",
+    figures={
+        "05": {"agreement": {"value": 98.9, "commit": "abc1234", "masked": "Intel Xeon"}, "speed": 1.58}
+    },
+    claims={
+        "05": [_claim("U8S8 beats fp32", "not timed"), _claim("Saturation costs agreement", "held", ["cpu"])]
+    },
+    claims_commit="abc1234",
+    claims_source="masked: CPUID masked to avx2 on an Intel Xeon",
+)
+AMX = ReferenceRun(
+    cpu_class="intel-xeon-avx-512-vnni-amx",
+    label="Intel Xeon, AVX-512 VNNI, AMX",
+    commit="def5678",
+    date="2026-12-04",
+    source="run",
+    figures={"05": {"agreement": 99.9, "speed": 1.35}},
+    claims={
+        "05": [
+            _claim("U8S8 beats fp32", "held"),
+            _claim("Saturation costs agreement", "not for this CPU", ["cpu"], "x86 without VNNI"),
+        ]
+    },
+)
+
+
+def test_a_figure_measured_on_a_masked_cpu_is_named_as_emulated():
+    out = blocks.render_source(
+        "# <!-- reference: agreement {agreement:.1f} %, speed {speed:.2f}x -->\n# <!-- /reference -->\n"
+        "# <!-- reference: agreement {agreement:.1f} % -->\n# <!-- /reference -->\n",
+        "05",
+        [AVX2],
+    )
+    assert (
+        "- **AMD EPYC Zen 3, AVX2 only** (commit ce0944a; commit abc1234, emulated: CPUID masked on an "
+        "Intel Xeon): agreement 98.9 %, speed 1.58x" in out
+    )
+    assert (
+        "- **AVX2 only, emulated** (commit abc1234, emulated: CPUID masked on an Intel Xeon): agreement"
+        in out
+    )
+
+
+def test_a_claim_block_says_where_the_sentence_held_from_the_ledgers():
+    source = "# <!-- reference-claim: U8S8 beats fp32 -->\n# hand-written text\n# <!-- /reference -->\n"
+    out = blocks.render_source(source, "05", [AVX2, AMX, ZEN4])
+    assert "hand-written" not in out
+    assert (
+        "held on **Intel Xeon, AVX-512 VNNI, AMX** (commit def5678); "
+        "not timed (CPU masked) on **AMD EPYC Zen 3, AVX2 only** (commit abc1234, emulated); "
+        "not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit b8fa592)." in out
+    )
+    scoped = blocks.render_source(
+        source.replace("U8S8 beats fp32", "Saturation costs agreement"), "05", [AVX2, AMX]
+    )
+    assert (
+        "not for **Intel Xeon, AVX-512 VNNI, AMX** (commit def5678), the sentence being about x86 without VNNI"
+        in scoped
+    )
+    assert blocks.templates(source) == [("U8S8 beats fp32", "claim")]
+    seeds = [
+        blocks.Ledger(f"Intel Xeon, seed {n}", "7777777", "run", {"05": [_claim("U8S8 beats fp32", "held")]})
+        for n in (1, 2)
+    ]
+    with_seeds = blocks.render_source(source, "05", [AMX], seeds)
+    assert (
+        "held on **Intel Xeon, AVX-512 VNNI, AMX** (commit def5678); held on the runs Intel Xeon, seed 1, Intel Xeon, seed 2 (commit 7777777)."
+        in with_seeds
+    )
+    other = blocks.render_source(source.replace("claim: U8S8", "claim: 05: U8S8"), "00", [AMX])  # lesson 05's
+    assert "held on **Intel Xeon, AVX-512 VNNI, AMX** (commit def5678)." in other
+    assert blocks.render_source(out, "05", [AVX2, AMX, ZEN4]) == out
+
+
+def _ledgers(*runs):
+    return [blocks.Ledger(r.label, r.claims_commit or r.commit, r.claims_source, r.claims) for r in runs]
+
+
+def test_the_ledger_check_finds_a_planted_contradiction_across_classes():
+    assert blocks.conflicts(_ledgers(AVX2, AMX)) == []  # scope sets them apart; not timed is no verdict
+    planted = ReferenceRun(**{**AVX2.__dict__, "claims": {"05": [_claim("U8S8 beats fp32", "contradicted")]}})
+    [conflict] = blocks.conflicts(_ledgers(planted, AMX))
+    assert (conflict.lesson, conflict.statement) == ("05", "U8S8 beats fp32")
+    assert conflict.held == ("Intel Xeon, AVX-512 VNNI, AMX",)
+    assert conflict.contradicted == ("AMD EPYC Zen 3, AVX2 only",) and conflict.depends == ("speed",)
+    assert "reword it to what holds on all of them, or scope it" in str(conflict)
+    assert blocks.contradictions(_ledgers(planted)) == [
+        "AMD EPYC Zen 3, AVX2 only (commit abc1234), lesson 05: U8S8 beats fp32"
+    ]
+
+
+def test_the_stored_ledgers_have_no_contradiction_and_no_conflict():
+    found = blocks.ledgers()
+    assert found, "no stored ledger: `python -m course_lib reference record` after a full run"
+    assert blocks.contradictions(found) == []
+    assert [str(c) for c in blocks.conflicts(found)] == []
+
+
+def test_a_planted_contradiction_in_the_stored_ledgers_is_caught():
+    found = blocks.ledgers()
+    held = [
+        (lesson, c)
+        for ledger in found
+        for lesson, cs in ledger.claims.items()
+        for c in cs
+        if c["verdict"] == "held"
+    ]
+    lesson, record = held[0]
+    planted = blocks.Ledger("planted", "0000000", "test", {lesson: [{**record, "verdict": "contradicted"}]})
+    [conflict] = blocks.conflicts([*found, planted])
+    assert conflict.statement == record["statement"] and conflict.contradicted == ("planted",)
+
+
+def test_every_claim_block_names_a_sentence_a_stored_ledger_checked():
+    checked = {
+        (lesson, c["statement"])
+        for ledger in blocks.ledgers()
+        for lesson, cs in ledger.claims.items()
+        for c in cs
+    }
+    missing = [
+        (blocks.lesson_of(src), template)
+        for src in blocks.lesson_sources()
+        for template, kind in blocks.templates(src.read_text())
+        if kind == "claim" and blocks.claim_of(template, blocks.lesson_of(src))[::-1] not in checked
+    ]
+    assert missing == [], "reference-claim blocks name sentences no stored ledger has (a typo?)"
+
+
+def test_recording_keeps_the_claims_and_a_masked_run_stands_in_for_its_class(
+    tmp_path, private_data_dir, monkeypatch
+):
+    from course_lib import claims
+    from course_lib.measure import results
+
+    root = tmp_path / "course"
+    (root / "notebooks" / "src").mkdir(parents=True)
+    (root / "notebooks" / "src" / "05_x.py").write_text(
+        "# %% [markdown]\n# <!-- reference: {agreement:.1f} and {speed:.2f} -->\n# <!-- /reference -->\n"
+    )
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "amd-epyc-avx2-only.json").write_text(json.dumps(AVX2.to_dict()))
+    masked = {
+        "cpu": "Intel(R) Xeon(R) Processor",
+        "machine": "x86_64",
+        "int8_features": ["AVX2"],
+        "cpu_mask": "avx2",
+        "hash": "feedbeef",
+        "versions": {},
+    }
+    monkeypatch.setattr(results, "environment_fingerprint", lambda: masked)
+    claims.clear_ledger()
+    claims.claim("Saturation costs agreement", True, depends="cpu")
+    reference.save_figures("05", {"agreement": 97.5, "speed": 0.02}, timed=["speed"])
+    path = blocks.record(root, commit="9999999", directory=runs)
+    [run] = reference.reference_runs(runs)
+    assert path.name == "amd-epyc-avx2-only.json" and run.label == AVX2.label  # the class it stands in for
+    assert (
+        run.figure("05", "agreement") == (97.5, "9999999")
+        and run.masked_host("05", "agreement") == "Intel Xeon"
+    )
+    assert run.figure("05", "speed") == (1.58, "ce0944a")  # the host's timing is not the class's
+    assert run.claims == {"05": [_claim("Saturation costs agreement", "held", ["cpu"])]}
+    assert run.claims_commit == "9999999" and "masked" in run.claims_source
+    # keeping what the class measured itself: its own figure stays, a masked one is replaced
+    (runs / "amd-epyc-avx2-only.json").write_text(
+        json.dumps({**AVX2.to_dict(), "figures": {"05": {"agreement": 98.9, "speed": 1.58}}})
+    )
+    reference.save_figures("05", {"agreement": 96.5, "speed": 0.02, "new": 3}, timed=["speed"])
+    blocks.record(root, commit="8888888", directory=runs, keep_measured=True)
+    [run] = reference.reference_runs(runs)
+    assert run.figure("05", "agreement") == (98.9, "ce0944a") and run.figure("05", "new") == (3, "8888888")
+    # a second environment in the same run is refused
+    monkeypatch.setattr(results, "environment_fingerprint", lambda: {**masked, "hash": "other"})
+    reference.save_figures("04", {"x": 1})
+    (root / "notebooks" / "src" / "04_y.py").write_text(
+        "# %% [markdown]\n# <!-- reference: {x} -->\n# <!-- /reference -->\n"
+    )
+    with pytest.raises(blocks.ReferenceRunError, match="2 environments"):
+        blocks.record(root, commit="9999999", directory=runs)
+
+
+def test_an_extra_ledger_is_stored_beside_the_runs(tmp_path, private_data_dir):
+    from course_lib import claims
+
+    root = tmp_path / "course"
+    (root / "notebooks" / "src").mkdir(parents=True)
+    (root / "notebooks" / "src" / "01_x.py").write_text(
+        "# %% [markdown]\n# A lesson without reference blocks.\n"
+    )
+    with pytest.raises(blocks.ReferenceRunError, match="no lesson saved its claims"):
+        blocks.record_ledger("Intel Xeon, seed 2", root, directory=tmp_path / "runs")
+    claims.clear_ledger()
+    claims.claim("At 4 bits clipping wins", True, depends="weights")
+    reference.save_figures("01", {"gain": 6.5})
+    path = blocks.record_ledger("Intel Xeon, seed 2", root, directory=tmp_path / "runs", commit="1234567")
+    assert path == tmp_path / "runs" / "ledgers" / "intel-xeon-seed-2.json"
+    [ledger] = blocks.ledgers(tmp_path / "runs")
+    assert ledger.name == "Intel Xeon, seed 2" and ledger.counts() == {"held": 1}
+
+
+def test_an_order_block_ranks_the_classes_by_its_first_figure():
+    source = "# <!-- reference-order: {speed:.2f}x (agreement {agreement:.1f} %) -->\n# <!-- /reference -->\n"
+    out = blocks.render_source(source, "05", [AMX, AVX2, ZEN4])
+    assert (
+        "# *Reference runs, largest first* (the course's stored measurements): **AMD EPYC Zen 3, AVX2 only** "
+        "(commit ce0944a; commit abc1234, emulated: CPUID masked on an Intel Xeon) 1.58x (agreement 98.9 %); "
+        "**Intel Xeon, AVX-512 VNNI, AMX** (commit def5678) 1.35x (agreement 99.9 %). "
+        "Not measured on **AMD EPYC Zen 4, AVX-512 VNNI**." in out
+    )
+    with pytest.raises(blocks.ReferenceRunError, match="needs a figure to rank by"):
+        blocks.render_source("# <!-- reference-order: no figure -->\n# <!-- /reference -->\n", "05", [AMX])

@@ -21,7 +21,7 @@ import course_lib.models as models
 import course_lib.pipeline as pipeline
 import course_lib.release as release
 import course_lib.tooling.bundle as bundle
-from course_lib.tooling.release import write_release
+from course_lib.tooling.publish import write_release
 
 NAME = "moons_mlp"
 REPOSITORY = "https://github.com/example/onnx-quant-course"
@@ -365,3 +365,9 @@ def test_another_file_is_refused_at_once_not_retried(server, tmp_path, waits):
     with pytest.raises(release.ReleaseError, match="larger than the 1,000 bytes"):
         release.download(f"{server.url}/blob", tmp_path / "blob", "0" * 64, 1000, progress=False)
     assert len(server.requests) == 2 and waits == [] and list(tmp_path.iterdir()) == []
+
+
+def test_on_colab_the_way_to_skip_training_starts_with_keeping_the_models_on_drive():
+    on_colab, elsewhere = release.alternatives(colab=True), release.alternatives(colab=False)
+    assert on_colab.startswith("on Colab, set KEEP_ON_DRIVE = True") and on_colab.endswith(elsewhere)
+    assert "KEEP_ON_DRIVE" not in elsewhere and "release archive" in elsewhere

@@ -79,18 +79,27 @@ def _compile(core, path, **config):
 
 
 def test_a_qdq_conv_runs_on_an_int8_kernel_and_matches_onnx_runtime(core, tmp_path):
+    # OpenVINO reads each Q/DQ pair as a range to quantize to, and picks the activation type its
+    # kernels take. On x86 without AMX that is u8, even where the file says s8 (unlike ONNX Runtime's
+    # S8S8 kernels); AMX's int8 tiles take signed operands too, so there u8 or i8 are both right.
+    amx = hardware.cpu_report()["features"]["AMX (INT8)"]
+    allowed = {"u8", "i8"} if amx else {"u8"}
     for activation, name in ((TensorProto.UINT8, "u8s8"), (TensorProto.INT8, "s8s8")):
         path = qdq_conv(tmp_path / f"conv_{name}.onnx", activation)
         compiled = _compile(core, path, INFERENCE_PRECISION_HINT="f32")
         layers = runtimes.runtime_layers(compiled)
         counts = runtimes.layer_precisions(layers)
         if platform.machine().lower() in ("x86_64", "amd64"):
-            # OpenVINO reads each Q/DQ pair as a range to quantize to, and picks the activation type its
-            # x86 kernels take: u8, even where the file says s8 (unlike ONNX Runtime's S8S8 kernels).
-            assert counts == {("Convolution", "u8"): 1}, runtimes.describe_precisions(counts)
+            assert len(counts) == 1 and sum(counts.values()) == 1, runtimes.describe_precisions(counts)
+            ((layer_type, precision),) = counts
+            assert layer_type == "Convolution" and precision in allowed, (
+                f"{runtimes.describe_precisions(counts)}; expected {sorted(allowed)} (AMX: {amx})"
+            )
             assert runtimes.integer_share(counts) == 1.0
         conv = next(layer for layer in layers if layer.layer_type == "Convolution")
         assert conv.primitive, conv  # e.g. 'brgconv_avx512_I8' or 'jit_avx2_I8': the kernel it picked
+        if platform.machine().lower() in ("x86_64", "amd64"):  # an integer kernel, not only an integer label
+            assert runtimes.kernel_precision(conv.primitive) in ("u8", "i8"), conv
         x = np.random.default_rng(2).standard_normal((4, 3, 16, 16)).astype(np.float32)
         runner = runtimes.OpenVINORunner(compiled, threads=1, name="conv")
         ours = measure.logits(runner, x, output="y", batch=3)  # two batches: 3 rows and 1
@@ -132,6 +141,22 @@ def test_the_runner_is_timed_in_turn_with_onnx_runtime(core, tmp_path):
         measure.compare_latency({"a": path, "b": object()}, {"x": x}, threads=1, warmup=1, runs=2)
 
 
+def test_a_kernels_precision_is_read_from_its_name():
+    # The names OpenVINO 2026.4.1 reported on an AMX Xeon and an AVX2 CPU.
+    for primitive, precision in (
+        ("brgconv_avx512_amx_I8", "i8"),
+        ("brgconv_avx512_amx_i8", "i8"),
+        ("undef_I8", "i8"),
+        ("brgconv_avx512_f32", "f32"),
+        ("brgconv_avx512_1x1_f32", "f32"),
+        ("jit_avx2_FP32", "f32"),
+        ("brgconv_avx512_amx_bf16", "bf16"),
+        ("undef", ""),
+        ("", ""),
+    ):
+        assert runtimes.kernel_precision(primitive) == precision, primitive
+
+
 def test_expected_default_precision_follows_the_cpu_features():
     none = dict.fromkeys(hardware.HALF_FLOAT_FEATURES, False)
     assert runtimes.expected_default_precision(none, "x86_64") == "f32"
@@ -155,6 +180,51 @@ def test_half_float_features_from_recorded_cpus():
     assert runtimes.expected_default_precision(hardware.half_float_features(m2), "arm64") == "f16"
 
 
+# What OpenVINO 2026.4.1 raised compiling lesson 05b's S8S8 per-channel ResNet18 with its default
+# precision (bf16) on an Intel Xeon with AMX; with f32 pinned the same file compiled.
+NO_SUITABLE_IMPLEMENTATIONS = (
+    "Exception from src/inference/src/cpp/core.cpp:132:\n"
+    "Exception from src/inference/src/dev/plugin.cpp:59:\n"
+    "Check '!implementations.empty()' failed at src/plugins/intel_cpu/src/nodes/executors/executor_factory.hpp:117:\n"
+    "No suitable implementations.This may indicate that the provided memory descriptors are not compatible "
+    "with any implementation.\n\n\n"
+)
+# And what it raised for a missing file: a wrapper, a failed check, then a message on two lines.
+MISSING_FILE = (
+    "Exception from src/inference/src/cpp/core.cpp:132:\n"
+    "Exception from src/inference/src/dev/plugin.cpp:59:\n"
+    "Check 'util::directory_exists(path) || util::file_exists(path)' failed at "
+    "src/frontends/common/src/frontend.cpp:117:\n"
+    'FrontEnd API failed with GeneralFailure:\nonnx: Could not open the file: "/tmp/nope.onnx"\n\n\n'
+)
+
+
+def test_a_refusal_keeps_the_file_the_settings_and_the_line_that_matters(tmp_path):
+    exc = RuntimeError(NO_SUITABLE_IMPLEMENTATIONS)
+    path = tmp_path / "resnet18.static_S8S8_per-channel.onnx"
+    refusal = runtimes.Refusal.from_exception(exc, path, {}, run="OpenVINO S8S8 per-channel")
+    assert refusal.file == "resnet18.static_S8S8_per-channel.onnx"  # the name, not the whole path
+    assert refusal.message == "No suitable implementations"
+    assert refusal.detail.startswith("This may indicate that the provided memory descriptors")
+    assert refusal.where == "src/plugins/intel_cpu/src/nodes/executors/executor_factory.hpp:117"
+    assert refusal.settings == {} and refusal.settings_text == "default"
+    assert str(refusal) == (
+        "OpenVINO refused to compile resnet18.static_S8S8_per-channel.onnx with its default settings here: "
+        "No suitable implementations (at src/plugins/intel_cpu/src/nodes/executors/executor_factory.hpp:117)."
+    )
+    assert refusal.retry_run == "OpenVINO S8S8 per-channel, f32 pinned (default refused)"
+    pinned = runtimes.Refusal.from_exception(exc, path, {"INFERENCE_PRECISION_HINT": "f32"})
+    assert "with INFERENCE_PRECISION_HINT=f32 here: No suitable implementations" in str(pinned)
+    assert pinned.retry_run.startswith("resnet18.static_S8S8_per-channel.onnx, f32 pinned")  # no run named
+    missing = runtimes.Refusal.from_exception(RuntimeError(MISSING_FILE), "nope.onnx")
+    assert missing.said == (
+        'FrontEnd API failed with GeneralFailure: onnx: Could not open the file: "/tmp/nope.onnx" '
+        "(at src/frontends/common/src/frontend.cpp:117)"
+    )
+    bare = runtimes.Refusal.from_exception(RuntimeError(""), "x.onnx")  # nothing to read: the type
+    assert bare.said == "RuntimeError" and bare.where == ""
+
+
 def test_without_openvino_the_course_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "openvino", None)  # what Python does for a module it cannot import
     assert runtimes.openvino_or_none() is None
@@ -162,12 +232,15 @@ def test_without_openvino_the_course_says_how_to_install_it(monkeypatch):
         runtimes.require_openvino()
 
 
-def _lesson_05_code_cells():
+OPENVINO_SECTION = "## 6."  # lesson 05b's section "The same file, another runtime"
+
+
+def _lesson_05b_code_cells():
     import jupytext
 
     from conftest import ROOT
 
-    cells = jupytext.read(ROOT / "notebooks" / "src" / "05_hardware_and_speed.py").cells
+    cells = jupytext.read(ROOT / "notebooks" / "src" / "05b_measuring_and_runtimes.py").cells
     section, found = None, []
     for cell in cells:
         if cell.cell_type == "markdown" and cell.source.startswith("## "):
@@ -178,8 +251,8 @@ def _lesson_05_code_cells():
 
 
 def test_lesson_05s_openvino_section_runs_without_openvino(monkeypatch, capsys):
-    """Without the package, section 7's cells run (printing how to install it) and nothing else in
-    the lesson touches what they would have made."""
+    """Without the package, lesson 05b's OpenVINO section runs (printing how to install it) and nothing
+    else in the notebook touches what it would have made."""
     import re
 
     from IPython.display import Markdown, display
@@ -187,21 +260,21 @@ def test_lesson_05s_openvino_section_runs_without_openvino(monkeypatch, capsys):
     import course_lib as cl
 
     monkeypatch.setitem(sys.modules, "openvino", None)
-    cells = _lesson_05_code_cells()
-    section7 = [src for sec, src in cells if sec and sec.startswith("## 7.")]
-    assert len(section7) >= 5
+    cells = _lesson_05b_code_cells()
+    openvino_cells = [src for sec, src in cells if sec and sec.startswith(OPENVINO_SECTION)]
+    assert len(openvino_cells) >= 5
     namespace = {"runtimes": runtimes, "measure": measure, "hardware": hardware, "cl": cl, "np": np}
     namespace |= {"display": display, "Markdown": Markdown}
-    for source in section7:
+    for source in openvino_cells:
         exec(
-            compile(source, "lesson-05-section-7", "exec"), namespace
+            compile(source, "lesson-05b-openvino", "exec"), namespace
         )  # a NameError means a cell is unguarded
     assert namespace["openvino"] is None
     assert "OpenVINO is not installed: pip install openvino" in capsys.readouterr().out
     # Elsewhere in the lesson, every cell that reads section 7's results checks for OpenVINO first.
     made_there = re.compile(r"\b(ov_\w+|core\.|compiled)\b")
     for sec, source in cells:
-        if not (sec or "").startswith("## 7.") and made_there.search(source):
+        if not (sec or "").startswith(OPENVINO_SECTION) and made_there.search(source):
             assert "openvino is not None" in source, f"unguarded in {sec}:\n{source[:300]}"
 
 
@@ -231,3 +304,180 @@ def test_openvino_is_imported_without_sending_its_usage_telemetry():
         )
         assert done.returncode == 0, done.stderr[-500:]
         assert done.stdout.strip() == expected, (ci, done.stdout, done.stderr[-500:])
+
+
+def tiny_classifier(path, activation=None):
+    """input (N, 16) -> [QuantizeLinear/DequantizeLinear in u8 or s8] -> MatMul with (int8) weights
+    -> Add -> logits (N, 10): a classifier that compiles, scores and times in a moment, standing in
+    for lesson 05b's ResNet18 files (fp32 without `activation`, else a QDQ file)."""
+    rng = np.random.default_rng(3)
+    weights = rng.integers(-127, 128, size=(16, 10)).astype(np.int8)
+    inits = [numpy_helper.from_array(rng.standard_normal(10).astype(np.float32), "b")]
+    if activation is None:
+        nodes = [helper.make_node("MatMul", ["input", "W"], ["h"])]
+        inits.append(numpy_helper.from_array(weights.astype(np.float32) * 0.01, "W"))
+    else:
+        u8 = activation == TensorProto.UINT8
+        nodes = [
+            helper.make_node("QuantizeLinear", ["input", "xs", "xz"], ["xq"]),
+            helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+            helper.make_node("DequantizeLinear", ["W", "ws", "wz"], ["wd"]),
+            helper.make_node("MatMul", ["xd", "wd"], ["h"]),
+        ]
+        inits += [
+            numpy_helper.from_array(np.array(0.05, np.float32), "xs"),
+            numpy_helper.from_array(np.array(128 if u8 else 0, np.uint8 if u8 else np.int8), "xz"),
+            numpy_helper.from_array(weights, "W"),
+            numpy_helper.from_array(np.array(0.01, np.float32), "ws"),
+            numpy_helper.from_array(np.array(0, np.int8), "wz"),
+        ]
+    nodes.append(helper.make_node("Add", ["h", "b"], ["logits"]))
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 16])
+    y = helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])
+    return _save(helper.make_graph(nodes, "tiny_classifier", [x], [y], inits), path)
+
+
+class RefusingCore:
+    """An `openvino.Core` that refuses one file as OpenVINO 2026.4.1 refused lesson 05b's S8S8 file on
+    an Intel Xeon with AMX (the same RuntimeError text), with its default precision only or with every
+    setting, and compiles everything else for real."""
+
+    def __init__(self, core, file_name, also_pinned=False):
+        self.core, self.file_name, self.also_pinned, self.asked = core, file_name, also_pinned, []
+
+    def compile_model(self, model, device, config):
+        self.asked.append((os.path.basename(model), dict(config)))
+        pinned = config.get("INFERENCE_PRECISION_HINT") == "f32"
+        if os.path.basename(model) == self.file_name and (self.also_pinned or not pinned):
+            raise RuntimeError(NO_SUITABLE_IMPLEMENTATIONS)
+        return self.core.compile_model(model, device, config)
+
+
+def _guarded_statements(source):
+    """A cell's top-level statements that run only with OpenVINO (`if openvino is not None:` and
+    `for … in … if openvino is not None else ()`), as one module to execute."""
+    import ast
+
+    tree = ast.parse(source)
+    guard = "openvino is not None"
+    kept = [
+        node
+        for node in tree.body
+        if (isinstance(node, ast.If) and ast.unparse(node.test) == guard)
+        or (
+            isinstance(node, ast.For)
+            and isinstance(node.iter, ast.IfExp)
+            and ast.unparse(node.iter.test) == guard
+        )
+    ]
+    return ast.Module(body=kept, type_ignores=[])
+
+
+@pytest.mark.parametrize("also_pinned", [False, True], ids=["default-refused", "every-setting-refused"])
+def test_lesson_05s_openvino_section_survives_a_refusal(core, tmp_path, monkeypatch, capsys, also_pinned):
+    """On any CPU: OpenVINO refuses the S8S8 file (with its default precision, or with every setting),
+    as 2026.4.1 did on an AMX Xeon. Lesson 05b's OpenVINO cells run on, show the refusal, retry the file
+    with f32 pinned and measure the retry; every later OpenVINO cell (the seed table's claim, the
+    figures, the results) reads what ran, and a sentence that needs the refused run is left unsettled (the retry
+    does not stand in for it: on the AMX Xeon its convolutions ran on f32 kernels)."""
+    from types import SimpleNamespace
+
+    from IPython.display import Markdown
+
+    openvino = runtimes.require_openvino()
+    monkeypatch.setattr(openvino, "Core", lambda: RefusingCore(core, "s8s8.onnx", also_pinned))
+    pc, s8s8 = "static U8S8 per-channel", ("static S8S8 per-channel", "static S8S8 per-channel, rr")
+    fp32 = tiny_classifier(tmp_path / "fp32.onnx")
+    paths = {
+        pc: tiny_classifier(tmp_path / "u8s8.onnx", TensorProto.UINT8),
+        s8s8[0]: tiny_classifier(tmp_path / "s8s8.onnx", TensorProto.INT8),
+    }
+    x = np.random.default_rng(4).standard_normal((200, 16)).astype(np.float32)
+    ref = measure.logits(str(fp32), x, threads=1)
+    speed = {
+        (n, b): measure.compare_latency(
+            {"fp32": fp32, n: paths[n]}, {"input": x[:b]}, threads=1, warmup=1, runs=5
+        )
+        for n in (pc, s8s8[0])
+        for b in (1, 64)
+    }
+    claims, shown, recorded = [], [], []
+    fake_cl = SimpleNamespace(  # claim cells: what each says, without the verdict lines
+        claim=lambda statement, holds, evidence="", applies=True, **_: claims.append(
+            (statement, holds, evidence, applies)
+        )
+    )
+    monkeypatch.setattr(measure, "record", lambda **entry: recorded.append(entry))
+
+    def ratio(c):
+        return f"{c.speedup:.2f}x ({c.speedup_low:.2f}–{c.speedup_high:.2f})"
+
+    from collections import Counter
+
+    import onnx
+
+    from course_lib import kernels
+
+    namespace = {"runtimes": runtimes, "measure": measure, "hardware": hardware, "cl": fake_cl, "np": np}
+    namespace |= {"onnx": onnx, "kernels": kernels, "Counter": Counter, "work": tmp_path}
+    namespace |= {"display": shown.append, "Markdown": Markdown, "ratio": ratio, "THREADS": 1, "X86": True}
+    namespace |= {"fp32": fp32, "paths": paths, "pc": pc, "S8S8": s8s8, "x": x, "ref": ref, "speed": speed}
+    namespace |= {"test_labels": ref.argmax(1), "row": "vnni", "figures": {}}
+    cells = _lesson_05b_code_cells()
+    for sec, source in cells:
+        if sec and sec.startswith(OPENVINO_SECTION):
+            exec(compile(source, "lesson-05b-openvino", "exec"), namespace)
+    for sec, source in cells:  # the later cells' OpenVINO parts: the seed table, the figures, the results
+        if not (sec or "").startswith(OPENVINO_SECTION) and "openvino is not None" in source:
+            exec(compile(_guarded_statements(source), "lesson-05b-after-openvino", "exec"), namespace)
+
+    default, retry = "OpenVINO S8S8 per-channel", "OpenVINO S8S8 per-channel, f32 pinned (default refused)"
+    out = capsys.readouterr().out
+    assert (
+        "OpenVINO refused to compile s8s8.onnx with its default settings here: No suitable implementations"
+        in out
+    )
+    ov_runs, ov_refused, ov_speed = namespace["ov_runs"], namespace["ov_refused"], namespace["ov_speed"]
+    others = {"OpenVINO fp32, f32 pinned", "OpenVINO fp32, default", "OpenVINO U8S8 per-channel"}
+    asked = [(f, c.get("INFERENCE_PRECISION_HINT", "default")) for f, c in namespace["core"].asked]
+    s8s8_asked = [a for a in asked if a[0] == "s8s8.onnx"]
+    assert s8s8_asked[-2:] == [("s8s8.onnx", "default"), ("s8s8.onnx", "f32")]  # refused, then retried pinned
+    table = next(m.data for m in shown if isinstance(m, Markdown) and "what OpenVINO said" in m.data)
+    assert "| s8s8.onnx | default | No suitable implementations (at src/plugins/intel_cpu/" in table
+    figures = namespace["figures"]
+    if not also_pinned:
+        assert set(ov_runs) == others | {retry} and set(ov_refused) == {default}
+        assert namespace["ov_hint"][retry] == "f32" and {(retry, 1), (retry, 64)} <= set(ov_speed)
+        assert f"compiled, and ran as '{retry}'" in table
+        speed_table = next(m.data for m in shown if isinstance(m, Markdown) and "runtime and file" in m.data)
+        assert f"| {retry} |" in speed_table
+        assert figures["ov_s8s8_pc_b64"] == ov_speed[retry, 64].speedup  # the run that happened
+        assert figures["ov_refused"] == "s8s8.onnx (default)"
+        assert retry in {e["variant"] for e in recorded}
+    else:
+        assert set(ov_runs) == others and set(ov_refused) == {default, retry}
+        assert (
+            "refused too" in table
+            and "OpenVINO refused to compile s8s8.onnx with INFERENCE_PRECISION_HINT=f32" in out
+        )
+        assert not any(k.startswith("ov_s8s8_pc") for k in figures) and figures["ov_u8s8_pc_b64"] > 0
+        assert figures["ov_refused"] == "s8s8.onnx (default), s8s8.onnx (INFERENCE_PRECISION_HINT=f32)"
+    # The sentences about the S8S8 file's default run cannot be told, and say why; the rest are checked.
+    unsettled = {statement: evidence for statement, holds, evidence, _ in claims if holds is None}
+    needs_s8s8 = {
+        "OpenVINO runs every convolution of both QDQ files on integer kernels, S8S8's too",
+        "By default the fp32 file's logits move further than pinned, and less than the INT8 files'",
+        "The two QDQ files' logits lie far closer together than to fp32's (under a quarter as far)",
+        "At batch 64 OpenVINO runs the S8S8 file clearly faster than ONNX Runtime does",
+    }
+    assert needs_s8s8 <= set(unsettled)
+    assert all(
+        "not evaluable here: OpenVINO refused OpenVINO S8S8 per-channel" in unsettled[c] for c in needs_s8s8
+    )
+    fp32_hint = next(c for c in claims if c[0].startswith("OpenVINO's default precision for the fp32 file"))
+    assert fp32_hint[1] is not None  # the fp32 file compiled: checked
+    (kernels,) = [c for c in claims if "its f32-pinned retry ran the file's convolutions" in c[0]]
+    assert kernels[3] is (not also_pinned)  # it applies where a retry ran
+    assert {e["variant"] for e in recorded} == set(ov_runs)
+    # What OpenVINO fuses is read from the U8S8 run, which compiled either way.
+    assert any(c[0].startswith("OpenVINO folds every residual Add of the U8S8 file") for c in claims)

@@ -1,4 +1,4 @@
-"""measure.weight_work: weights and multiply-adds per run, counted from a float graph (lesson 05, section 6)."""
+"""measure.weight_work: weights and multiply-adds per run, counted from a float graph (lesson 05b, section 4)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,12 @@
 """`audit`: the course's method applied to a model someone brings, start to finish.
 
 Read and check the model and its samples; split them; pre-process; build the variants that fit
-this model and this CPU; measure each against fp32 (quality, size, peak memory, speed, integer
-kernels); debug a static variant that fails and try it once more with its worst layers in float;
-decide; write the report. Progress, with an estimate of the time left, as it goes.
+this model and this CPU; measure each against fp32 (quality by the audit's rule, size, peak memory,
+speed, integer kernels); debug a static variant that fails and try it once more with its worst
+layers in float; decide at the batch served (or the largest timed); where OpenVINO is installed, run
+the fp32 file and the best static files there too and decide across both runtimes; write the
+report, with the Python call that rebuilds the recommended file. Progress, with an estimate of the
+time left, as it goes.
 """
 
 from __future__ import annotations
@@ -11,109 +14,19 @@ from __future__ import annotations
 import contextlib
 import shutil
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import hardware, kernels, measure
 from ..nodes import checked_node_names
-from . import evaluate, variants
+from . import candidates, evaluate, second_runtime
 from . import inputs as reading
-from .decide import Decision, Measured, decide
+from .decide import Measured, decide
+from .findings import AuditResult, VariantResult
 
 SECONDS_PER_COMPARISON = 6.0  # time budget of one fp32-against-variant timing at one batch size
 EXCLUDE_LAYERS = 3  # layers a failing static variant keeps in float on its one rerun
-
-
-@dataclass
-class VariantResult:
-    """One variant, built and measured (or set aside after building, with `skipped`)."""
-
-    name: str
-    kind: str
-    lesson: str
-    note: str
-    path: Path
-    file_bytes: int
-    build_seconds: float
-    coverage: dict[str, Any]
-    quality: evaluate.Quality | None = None
-    speed: dict[int, measure.LatencyComparison] = field(default_factory=dict)
-    memory: measure.Memory | None = None
-    sensitivity: variants.Sensitivity | None = None
-    excluded: list[str] = field(default_factory=list)
-
-    def speed_tuple(self, batch: int) -> tuple[float, float, float] | None:
-        c = self.speed.get(batch)
-        return None if c is None else (c.speedup, c.speedup_low, c.speedup_high)
-
-    def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "lesson": self.lesson,
-            "note": self.note,
-            "path": str(self.path),
-            "file_bytes": self.file_bytes,
-            "build_seconds": self.build_seconds,
-            "coverage": self.coverage,
-            "quality": self.quality.to_dict() if self.quality else None,
-            "speed": {
-                str(b): {k: v for k, v in c.to_dict().items() if k != "latency"}
-                | {name: {"median_ms": lat.median_ms, "runs": lat.runs} for name, lat in c.latency.items()}
-                for b, c in self.speed.items()
-            },
-            "peak_memory_bytes": self.memory.increase_bytes if self.memory else None,
-            "sensitivity": self.sensitivity.to_dict() if self.sensitivity else None,
-            "nodes_to_exclude": self.excluded,
-        }
-
-
-@dataclass
-class AuditResult:
-    """What `audit` found: every variant measured, those skipped and why, the decision, the files."""
-
-    model: Path
-    out: Path
-    cpu: str
-    batches: list[int]
-    split: reading.Split
-    mode: str
-    rule: str
-    notes: list[str]
-    shares: variants.WorkShares
-    fp32: dict[str, Any]
-    variants: list[VariantResult]
-    skipped: list[variants.Skipped]
-    decision: Decision
-    recommended_path: Path | None
-    seconds: float
-    files: dict[str, Path] = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return {
-            "model": str(self.model),
-            "out": str(self.out),
-            "cpu": self.cpu,
-            "batches": self.batches,
-            "split": self.split.to_dict(),
-            "mode": self.mode,
-            "rule": self.rule,
-            "notes": self.notes,
-            "work_shares": self.shares.to_dict(),
-            "fp32": self.fp32,
-            "variants": [v.to_dict() for v in self.variants],
-            "skipped": [vars(s) for s in self.skipped],
-            "decision": self.decision.to_dict(),
-            "recommended_path": str(self.recommended_path) if self.recommended_path else None,
-            "seconds": self.seconds,
-        }
-
-    def _repr_markdown_(self) -> str:
-        from .report import summary_markdown
-
-        return summary_markdown(self)
 
 
 class _Progress:
@@ -201,29 +114,58 @@ def audit(
     progress: bool = True,
     *,
     threads: int | None = None,
+    serve_batch: int | None = None,
+    output: str | Sequence[str] | None = None,
+    metric: Callable[..., Any] | str | None = None,
+    metric_tolerance: float = evaluate.METRIC_TOLERANCE,
+    openvino: bool | None = None,
 ) -> AuditResult:
     """Audit `model` (an .onnx path) on its sample inputs (an .npz path, a dict {input: array} or
     one array for a one-input model), with class `labels` (an .npy path or array) when it is a
-    classifier. Times at each of the `batch` sizes; writes variants and reports under `out`
-    (default ./audit/<model name>). See the package's docstring for what it does and decides."""
-    from . import report
+    classifier. Times at each of the `batch` sizes; decides at `serve_batch`, the batch you serve
+    (added to those timed), else at the largest. Writes variants and reports under `out` (default
+    ./audit/<model name>).
+
+    The quality rule reads `output` (a float output's name, several, or "all": each must pass;
+    default the first float output), and masks padded positions where an attention-mask input says
+    which they are. `metric` (a function or "module:function", see `evaluate`'s docstring for how it
+    is called) replaces it with your task's own measure, within `metric_tolerance` of fp32's.
+    `openvino`: None runs the second runtime where it is installed, False never, True requires it.
+    See the package's docstring for what it does and decides."""
+    from . import summary
 
     started = time.perf_counter()
     info = reading.read_model(model)
     samples = reading.read_samples(inputs, info)
     count = len(next(iter(samples.values())))
-    output = info.float_outputs[0]
-    y = reading.read_labels(labels, count, info, output) if labels is not None else None
+    compared = evaluate.choose_outputs(info, output)
+    if labels is not None and len(compared) > 1:
+        raise reading.AuditError(
+            f"Expected one output of class scores to judge against the labels; output={output!r} names "
+            f"{len(compared)} ({', '.join(compared)}). Name the classifier's scores (output='{compared[0]}'), or "
+            "leave out the labels to compare every output with fp32.",
+            expected="one output",
+            found=compared,
+        )
+    y = reading.read_labels(labels, count, info, compared[0]) if labels is not None else None
+    user_metric = evaluate.load_metric(metric, metric_tolerance)
+    ov = _openvino_wanted(openvino)
     batches, batch_note = evaluate.batches_checked(batch, info.fixed_batch)
+    batches, decision_batch, basis, serve_note = evaluate.serve_batch_checked(
+        serve_batch, batches, info.fixed_batch
+    )
     split = reading.split_samples(count)
     out = (Path(out) if out is not None else Path.cwd() / "audit" / info.path.stem).resolve()
     work, built = out / "work", out / "variants"
     for folder in (work, built):
         folder.mkdir(parents=True, exist_ok=True)
     notes = [split.describe()]
-    notes += [batch_note] if batch_note else []
-    if len(info.outputs) > 1:
-        notes.append(f"the model has {len(info.outputs)} outputs; the audit compares {output!r}")
+    notes += [n for n in (batch_note, serve_note) if n]
+    if len(info.float_outputs) > 1 and len(compared) < len(info.float_outputs):
+        notes.append(
+            f"the model has {len(info.float_outputs)} float outputs; the audit compares {', '.join(map(repr, compared))} "
+            "(choose with output= / --output NAME, or 'all' to judge each)"
+        )
     calibration = reading.rows(samples, split.calibration)
     evaluation = reading.rows(samples, split.evaluation)
     eval_batch = min(max(batches), len(split.evaluation))
@@ -233,23 +175,39 @@ def audit(
     try:
         with bar.step("pre-processing (quant_pre_process)", 10):
             pre = work / f"{info.path.stem}.pre.onnx"
-            pre_note = variants.pre_process(info.path, pre, external_data=info.external_data)
-        notes.append(pre_note)
+            pre_done = candidates.pre_process(info.path, pre, external_data=info.external_data)
+        notes.append(pre_done.note)
         t0 = time.perf_counter()
+        needs = None if user_metric is not None else compared
         with bar.step("fp32: reference outputs", 5):
-            reference = evaluate.outputs(info.path, evaluation, output, batch=eval_batch, threads=threads)
+            reference = evaluate.collect(info.path, evaluation, needs, batch=eval_batch, threads=threads)
         eval_seconds = time.perf_counter() - t0
-        mode = "labels" if y is not None else "fp32"
-        quality_of = (
-            (lambda cand: evaluate.labelled_quality(reference, cand, y[split.evaluation]))
-            if y is not None
-            else (lambda cand: evaluate.float_quality(reference, cand))
+        masking = evaluate.find_mask(info, evaluation, compared, {n: reference[n].shape for n in compared})
+        rule = evaluate.Rule(
+            "metric" if user_metric is not None else "labels" if y is not None else "fp32",
+            compared,
+            reference,
+            evaluation,
+            labels=y[split.evaluation] if y is not None else None,
+            metric=user_metric,
+            masking=masking,
         )
+        notes += masking.notes
         sample_shapes = {name: array.shape[1:] for name, array in samples.items()}
-        shares = variants.work_shares(pre, sample_shapes)
-        plans, skipped = variants.plan_variants(
-            shares, saturates=hardware.u8s8_can_saturate(), dot_product=hardware.has_vnni()
+        shares = candidates.work_shares(pre, sample_shapes)
+        products, unnamed = candidates.activation_matmuls(pre)
+        plans, skipped = candidates.plan_variants(
+            shares,
+            saturates=hardware.u8s8_can_saturate(),
+            dot_product=hardware.has_vnni(),
+            activation_products=products,
+            unnamed_products=unnamed,
         )
+        if masking.mask and any(p.kind == "static" for p in plans):
+            notes.append(
+                f"padded positions do enter calibration: the calibrator records every position's values, "
+                f"{masking.mask!r} or not, so static ranges also cover what the model computes for padding"
+            )
         feeds = {b: evaluate.feed_at(evaluation, b) for b in batches}
         with bar.step("fp32: timing a few runs", 2):
             per_run = {b: evaluate.seconds_per_run(info.path, feeds[b], threads) for b in batches}
@@ -267,16 +225,26 @@ def audit(
                     info.path, feeds[max(batches)], max(batches), threads=threads
                 ).increase_bytes,
             }
-        calibration_batch = variants.CALIBRATION_MOST_ROWS
+        calibration_batch = candidates.CALIBRATION_MOST_ROWS
         if any(p.kind == "static" for p in plans):
             with bar.step("calibration: rows per batch that fit in memory", 1):
-                calibration_batch = variants.calibration_batch(
+                calibration_batch = candidates.calibration_batch(
                     pre, calibration, work, external_data=info.external_data
                 )
             notes.append(
                 f"static variants calibrated {calibration_batch} samples at a time, which keeps what the "
-                f"calibrator holds near {variants.ROW_MEMORY / 2**20:.0f} MiB"
+                f"calibrator holds near {candidates.ROW_MEMORY / 2**20:.0f} MiB"
             )
+        reader = {
+            "samples": len(split.calibration),
+            "rows": f"split_samples({count}, seed={split.seed}).calibration",
+            "description": (
+                f"the audit's calibration reader, course_lib.audit.candidates.FeedReader(rows, "
+                f"batch={calibration_batch}), over the {len(split.calibration)} calibration samples: "
+                f"rows = {{name: array[split.calibration]}} for each input's sample array, "
+                f"split = course_lib.audit.split_samples({count}, seed={split.seed})"
+            ),
+        }
         results: list[VariantResult] = []
         queue = list(plans)
         while queue:
@@ -285,19 +253,18 @@ def audit(
             with bar.step(f"{plan.name}: building", calibrate if plan.kind == "static" else 3):
                 t0 = time.perf_counter()
                 excluded = plan.options.pop("_exclude", None)
+                recipe = candidates.recipe_for(
+                    plan,
+                    external_data=info.external_data,
+                    nodes_to_exclude=excluded,
+                    calibration_batch=calibration_batch,
+                    reader=reader,
+                )
                 try:
-                    path = variants.build(
-                        plan,
-                        pre,
-                        built / f"{info.path.stem}.{slug}.onnx",
-                        calibration,
-                        external_data=info.external_data,
-                        nodes_to_exclude=excluded,
-                        calibration_batch=calibration_batch,
-                    )
+                    path = recipe.run(pre, built / f"{info.path.stem}.{slug}.onnx", calibration)
                 except Exception as exc:  # noqa: BLE001 - a quantizer's failure is a finding, not a crash
                     skipped.append(
-                        variants.Skipped(
+                        candidates.Skipped(
                             plan.name,
                             f"the quantizer failed: {type(exc).__name__}: {str(exc)[:200]}",
                             plan.lesson,
@@ -316,6 +283,9 @@ def audit(
                 build_seconds,
                 _coverage(path, work / "kernels", threads),
                 excluded=list(excluded or []),
+                recipe=recipe,
+                keep_float=list(plan.keep_float),
+                keep_float_why=plan.keep_float_why,
             )
             if plan.name.startswith("static S8S8"):
                 u8 = next(
@@ -324,7 +294,7 @@ def audit(
                 )
                 if u8 is not None and result.coverage["integer"] < u8.coverage["integer"]:
                     skipped.append(
-                        variants.Skipped(
+                        candidates.Skipped(
                             plan.name,
                             f"built, but only {result.coverage['integer']} of its {result.coverage['compute']} "
                             f"compute ops run integer kernels here (U8S8: {u8.coverage['integer']}): S8S8's "
@@ -335,8 +305,9 @@ def audit(
                     bar.advance(per_variant)
                     continue
             with bar.step(f"{plan.name}: quality on {len(split.evaluation):,} samples", 1.5 * eval_seconds):
-                candidate = evaluate.outputs(path, evaluation, output, batch=eval_batch, threads=threads)
-                result.quality = quality_of(candidate)
+                candidate = evaluate.collect(path, evaluation, rule.needs, batch=eval_batch, threads=threads)
+                result.quality = rule.judge(candidate)
+                del candidate
             if plan.kind == "static" and not result.quality.passes and not excluded:
                 _debug_and_retry(
                     plan,
@@ -366,14 +337,57 @@ def audit(
             )
             for r in results
         ]
-        decision = decide(measured, max(batches))
-        recommended = None
+        decision = decide(measured, decision_batch, basis=basis)
+        runtime_runs: list[second_runtime.RuntimeRun] = []
+        runtime_decision, runtime_choice = None, None
+        if ov is None:
+            runtime_note = (
+                "OpenVINO was not run: "
+                + (
+                    "switched off (openvino=False, --runtimes onnxruntime)"
+                    if openvino is False
+                    else "the openvino package is not installed"
+                )
+                + " (lesson 05b compares the two runtimes)"
+            )
+        else:
+            picked = second_runtime.pick(results, decision.recommended, decision_batch)
+            estimate = (1 + len(picked)) * (3 + 1.5 * eval_seconds + timing / len(batches))
+            bar.add(estimate)
+            with bar.step(f"OpenVINO: fp32 and {len(picked)} static file(s)", estimate):
+                runtime_runs = second_runtime.run_all(
+                    ov,
+                    info.path,
+                    fp32["file_bytes"],
+                    picked,
+                    judge=rule.judge,
+                    needs=rule.needs,
+                    evaluation=evaluation,
+                    eval_batch=eval_batch,
+                    feed=feeds[decision_batch],
+                    batch=decision_batch,
+                    runs=runs[decision_batch],
+                    threads=threads,
+                    say=bar.say,
+                )
+            runtime_decision, runtime_choice = second_runtime.decide_runtime(
+                results, runtime_runs, decision_batch, basis
+            )
+            runtime_note = (
+                f"OpenVINO {ov.__version__.split('-')[0]} ran the fp32 file"
+                + (f" and {', '.join(v.name for v in picked)}" if picked else "")
+                + f" at its default precision, each timed in turn with ONNX Runtime's fp32 at batch {decision_batch} "
+                "only; dynamic and 4-bit files are not run there (its INT8 path reads QDQ files)"
+                + ("" if picked else "; no static QDQ file passed the quality rule on ONNX Runtime")
+            )
+        recommended, rebuild = None, None
         if decision.recommended is not None:
             chosen = next(r for r in results if r.name == decision.recommended)
             recommended = out / f"{info.path.stem}.recommended.onnx"
             shutil.copyfile(chosen.path, recommended)
             for data_file in built.glob(f"{chosen.path.name}.data"):
                 shutil.copyfile(data_file, out / data_file.name)
+            rebuild = candidates.rebuild_code(info.path, pre_done.call, chosen.recipe, recommended.name)
         shutil.rmtree(work / "kernels", ignore_errors=True)
         result = AuditResult(
             info.path,
@@ -381,8 +395,8 @@ def audit(
             hardware.cpu_summary(),
             batches,
             split,
-            mode,
-            evaluate.rule_text(mode),
+            rule.mode,
+            rule.text(),
             notes,
             shares,
             fp32,
@@ -391,13 +405,40 @@ def audit(
             decision,
             recommended,
             time.perf_counter() - started,
+            decided_by=rule.decided_by(),
+            quality_rule=rule.to_dict(),
+            pre_process=pre_done.call,
+            rebuild=rebuild,
+            runtime_runs=runtime_runs,
+            runtime_decision=runtime_decision,
+            runtime_choice=runtime_choice,
+            runtime_note=runtime_note,
         )
         with bar.step("writing the report", 1):
-            result.files = report.write(result)
+            result.files = summary.write(result)
         finished = True
     finally:
         bar.close(finished)
     return result
+
+
+def _openvino_wanted(openvino: bool | None) -> Any:
+    """The openvino module when the second runtime runs: None asks whether it is installed, False
+    switches it off, True requires it (an AuditError that says how to install it otherwise)."""
+    from .. import runtimes
+
+    if openvino is False:
+        return None
+    module = runtimes.openvino_or_none()
+    if module is None and openvino is True:
+        raise reading.AuditError(
+            f"Expected OpenVINO for the second runtime (openvino=True, --runtimes onnxruntime,openvino); "
+            f"the openvino package is not installed. Install it ({runtimes.INSTALL_HINT}), or leave it out: "
+            "openvino=None runs it only where installed.",
+            expected="openvino installed",
+            found="not installed",
+        )
+    return module
 
 
 def _speed_line(result: VariantResult, batches: list[int]) -> str:
@@ -410,7 +451,7 @@ def _debug_and_retry(plan, result, pre, calibration, work, queue, bar, estimate,
     """qdq_loss_debug on a static variant that fails; queue one rerun with its worst layers in float."""
     with bar.step(f"{plan.name}: qdq_loss_debug", 5):
         try:
-            result.sensitivity = variants.sensitive_layers(
+            result.sensitivity = candidates.sensitive_layers(
                 pre,
                 result.path,
                 calibration,
@@ -431,12 +472,14 @@ def _debug_and_retry(plan, result, pre, calibration, work, queue, bar, estimate,
     options = {**plan.options, "_exclude": names}
     queue.insert(
         0,
-        variants.Plan(
+        candidates.Plan(
             f"{plan.name}, {len(names)} layers in float",
             plan.kind,
             options,
             "04_parity.ipynb",
             f"nodes_to_exclude from qdq_loss_debug (ranked by {result.sensitivity.ranked_by}): {', '.join(names)}",
+            plan.keep_float,
+            plan.keep_float_why,
         ),
     )
     bar.add(estimate)

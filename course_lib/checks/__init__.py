@@ -8,8 +8,8 @@ holds it.
 
 from .lesson00 import (
     check_classifier,
+    check_confident_mistakes,
     check_confusion_pair,
-    check_error_count,
     check_fp32_file_bytes,
     check_normalised_pixel,
 )
@@ -22,7 +22,9 @@ from .lesson01 import (
     check_scale_zero_point,
 )
 from .lesson02 import (
+    check_conv_kernel_swap,
     check_conv_slowdown,
+    check_cosine_pass_share,
     check_dynamic_quantize_count,
     check_dynamic_quantize_prediction,
     check_float_copy,
@@ -42,24 +44,28 @@ from .lesson03 import (
 from .lesson04 import (
     FAILURE_REASONS,
     check_acceptance,
-    check_calibration_cause,
     check_capstone,
     check_failing_variants,
     check_only_candidate_right,
     check_paired_interval,
 )
+from .lesson04b import check_calibration_cause, check_edge_calibration
 from .lesson05 import (
-    check_batch_gain,
     check_bootstrap_interval,
     check_bottleneck,
+    check_careless_swap,
     check_feature_count,
+    check_float_island_time,
+    check_fused_s8s8,
+    check_intensity,
     check_pair_sum,
-    check_s8s8_prediction,
 )
 from .lesson06 import (
     check_a16w8_integer_kernels,
     check_int4_scale,
     check_nbits_bytes,
+    check_pick_without_size_target,
+    check_ship_prediction,
     check_ship_verdicts,
 )
 from .lesson07 import (
@@ -67,13 +73,14 @@ from .lesson07 import (
     check_int8_floor,
     check_nanogpt_prediction,
     check_rule_against_perplexity,
+    check_serve_batch,
 )
 from .result import CheckResult
 
 __all__ = [
     "CheckResult",
     "check_normalised_pixel",
-    "check_error_count",
+    "check_confident_mistakes",
     "check_fp32_file_bytes",
     "check_classifier",
     "check_confusion_pair",
@@ -87,7 +94,9 @@ __all__ = [
     "check_dynamic_quantize_count",
     "check_dynamic_quantize_prediction",
     "check_max_abs_drift",
+    "check_conv_kernel_swap",
     "check_conv_slowdown",
+    "check_cosine_pass_share",
     "check_float_copy",
     "check_quantize_linear_count",
     "check_integer_kernels",
@@ -103,19 +112,25 @@ __all__ = [
     "check_capstone",
     "check_paired_interval",
     "check_calibration_cause",
+    "check_edge_calibration",
     "FAILURE_REASONS",
     "check_feature_count",
     "check_pair_sum",
     "check_bottleneck",
-    "check_s8s8_prediction",
-    "check_batch_gain",
+    "check_float_island_time",
+    "check_fused_s8s8",
     "check_bootstrap_interval",
+    "check_careless_swap",
+    "check_intensity",
     "check_nbits_bytes",
     "check_int4_scale",
     "check_a16w8_integer_kernels",
     "check_ship_verdicts",
+    "check_pick_without_size_target",
+    "check_ship_prediction",
     "check_nanogpt_prediction",
     "check_audit_lessons",
     "check_int8_floor",
     "check_rule_against_perplexity",
+    "check_serve_batch",
 ]

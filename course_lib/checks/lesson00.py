@@ -22,20 +22,45 @@ def check_normalised_pixel(answer: float, pixel: int, mean: float, std: float) -
     return CheckResult(False, f"Got {answer:.4f}, expected {expected:.4f}.{hint}")
 
 
-def check_error_count(answer: int, predictions: np.ndarray, labels: np.ndarray) -> CheckResult:
-    """Exercise: how many test images the model gets wrong."""
-    expected = int((np.asarray(predictions) != np.asarray(labels)).sum())
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
-    if int(answer) == expected:
+def check_confident_mistakes(
+    guess, answer, logits: np.ndarray, labels: np.ndarray, above: float = 0.5
+) -> CheckResult:
+    """Exercise (predict, then check): the share of the wrongly classified images whose top softmax
+    probability is above `above`. A model's probability reads like confidence; this says how often
+    it was that sure and wrong."""
+    logits, labels = np.asarray(logits, dtype=np.float64), np.asarray(labels)
+    if guess is None:
         return CheckResult(
-            True, f"{expected} of {len(labels):,} wrong: accuracy {1 - expected / len(labels):.2%}."
+            False, "Write your guess in answer_4_guess first, a share from 0 to 1, before you compute."
         )
-    if int(answer) == len(labels) - expected:
-        return CheckResult(False, f"{answer} is the number of *correct* predictions; count the wrong ones.")
-    return CheckResult(
-        False, f"Got {answer}, expected {expected}. Compare predictions with labels: (preds != labels).sum()."
-    )
+    if answer is None:
+        return CheckResult(
+            False, "No answer yet: softmax the logits, keep the wrong images, count those above."
+        )
+    probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    top, wrong = probs.max(axis=1), logits.argmax(axis=1) != labels
+    expected = float((top[wrong] > above).mean())
+    if np.isclose(float(answer), expected, atol=1e-3):
+        verdict = "close to" if abs(float(guess) - expected) < 0.1 else "far from"
+        return CheckResult(
+            True,
+            f"{expected:.1%} of the {wrong.sum():,} mistakes came with a top probability above {above}; your "
+            f"guess, {float(guess):.0%}, was {verdict} it. A softmax probability says how the model ranks "
+            "the classes, not how often it is right: trust a measured accuracy, not the model's confidence.",
+        )
+    hints = {
+        float(
+            (top > above).mean()
+        ): "That is the share of all images; the question asks about the wrong ones.",
+        float(
+            (logits.max(axis=1)[wrong] > above).mean()
+        ): "That compares raw logits; apply the softmax first.",
+        float((top[~wrong] > above).mean()): "That is the share of the right ones; take the wrong ones.",
+        float(wrong.mean()): "That is the error rate; count the wrong images above the threshold.",
+    }
+    hint = next((h for value, h in hints.items() if np.isclose(float(answer), value, atol=1e-3)), "")
+    return CheckResult(False, f"Got {float(answer):.3f}, expected {expected:.3f}. {hint}".rstrip())
 
 
 def check_fp32_file_bytes(guess, answer, n_params: int, path) -> CheckResult:

@@ -60,7 +60,7 @@ def check_dynamic_quantize_prediction(prediction: int, answer: int, int8_path) -
     import onnx
 
     if prediction is None:
-        return CheckResult(False, "Write your guess in answer_4_guess first, before you count.")
+        return CheckResult(False, "Write your guess in answer_3_guess first, before you count.")
     if answer is None:
         return CheckResult(
             False,
@@ -196,7 +196,7 @@ def check_float_copy(guess: bool, answer: int, int8_path, fp32_path) -> CheckRes
     from ..measure import model_facts
 
     if guess is None:
-        return CheckResult(False, "Write your prediction in answer_3_guess first (True or False).")
+        return CheckResult(False, "Write your prediction in answer_2_guess first (True or False).")
     if answer is None:
         return CheckResult(
             False, "No answer yet: read measure.model_facts(path).initializer_bytes.get('float32', 0)."
@@ -221,3 +221,78 @@ def check_float_copy(guess: bool, answer: int, int8_path, fp32_path) -> CheckRes
         )
     verdict = "You predicted it." if bool(guess) == copy_stays else "Not what you predicted."
     return CheckResult(True, f"{expected:,} bytes of float32. {how} {verdict}")
+
+
+def check_conv_kernel_swap(answer: float, faster: bool, fp32_profile, int8_profile) -> CheckResult:
+    """Exercise (lesson 02b): the dynamic INT8 ResNet18's kernel time with its ConvInteger time replaced by
+    fp32's convolution time, as a multiple of fp32's kernel time, and whether INT8 would then be faster."""
+    if answer is None:
+        return CheckResult(False, "No answer yet: compute answer_1 from the two profiles' ms_per_run.")
+    int8, fp32 = int8_profile.ms_per_run, fp32_profile.ms_per_run
+    conv = sum(ms for op, ms in fp32.items() if "Conv" in op)  # Conv, or FusedConv
+    expected = (int8_profile.total_ms - int8.get("ConvInteger", 0.0) + conv) / fp32_profile.total_ms
+    if not np.isclose(float(answer), expected, rtol=0.02):
+        hints = {
+            int8_profile.total_ms / fp32_profile.total_ms: " That is the INT8 run as measured: replace its "
+            "ConvInteger time by fp32's convolution time first.",
+            (int8_profile.total_ms - int8.get("ConvInteger", 0.0)) / fp32_profile.total_ms: " You removed "
+            "ConvInteger without adding fp32's convolution time (conv_ms) back.",
+            fp32_profile.total_ms / (int8_profile.total_ms - int8.get("ConvInteger", 0.0) + conv): " That is "
+            "fp32 over INT8: invert it.",
+        }
+        hint = next(
+            (text for value, text in hints.items() if np.isclose(float(answer), value, rtol=0.02)), ""
+        )
+        return CheckResult(
+            False,
+            f"Got {float(answer):.2f}, expected {expected:.2f}.{hint} (int8.total_ms - int8 ConvInteger ms "
+            "+ conv_ms) / fp32.total_ms.",
+        )
+    if faster is None:
+        return CheckResult(False, f"{expected:.2f} is right. Now answer_1_faster: True or False?")
+    is_faster = expected < 1.0
+    if bool(faster) != is_faster:
+        return CheckResult(
+            False,
+            f"The ratio is right ({expected:.2f}), the reading is not: below 1 would mean INT8 faster than fp32.",
+        )
+    rest = int8_profile.total_ms - int8.get("ConvInteger", 0.0)
+    return CheckResult(
+        True,
+        f"{expected:.2f}x fp32's kernel time: with a convolution as fast as fp32's, the INT8 run's other ops "
+        f"({rest:.1f} ms per run: the per-run quantization, the rescaling, the unfused ReLUs and adds) "
+        + (
+            "would still leave it slower than fp32, whose ReLU and residual adds run fused into each conv."
+            if not is_faster
+            else "would cost less than fp32's own non-convolution work."
+        ),
+    )
+
+
+def check_cosine_pass_share(
+    answer: float, reference: np.ndarray, embeddings: np.ndarray, bound: float
+) -> CheckResult:
+    """Exercise (lesson 02): the share of sentences whose INT8 embedding has a cosine with its fp32
+    embedding at or above `bound` (the audit's MIN_WORST_COSINE)."""
+    if answer is None:
+        return CheckResult(False, "No answer yet: replace None with your computation.")
+    cos = (np.asarray(reference) * np.asarray(embeddings)).sum(1)
+    expected = float((cos >= bound).mean())
+    if np.isclose(float(answer), expected, atol=1e-9):
+        below = int((cos < bound).sum())
+        return CheckResult(
+            True,
+            f"{expected:.1%} of {len(cos)} sentences reach a cosine of {bound}; {below} fall below it. "
+            + (
+                "Every sentence passes: the worst one sets the audit's per-sentence rule, and it holds."
+                if below == 0
+                else "The audit asks every sentence to pass, so one below is enough to fail its rule."
+            ),
+        )
+    if np.isclose(float(answer), 1 - expected, atol=1e-9):
+        return CheckResult(
+            False, f"{answer} is the share below the bound; the question asks the share at or above."
+        )
+    if np.isclose(float(answer), 100 * expected, atol=1e-6):
+        return CheckResult(False, f"{answer} is a percentage; give a fraction between 0 and 1 ({expected}).")
+    return CheckResult(False, f"Got {answer}, expected {expected:.4f}: ((ref * emb).sum(1) >= bound).mean().")

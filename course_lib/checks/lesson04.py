@@ -176,7 +176,7 @@ def check_capstone(answer, fp32_path, x: np.ndarray, labels: np.ndarray) -> Chec
     from ..measure import acceptance, logits, model_facts, parity
 
     if answer is None:
-        return CheckResult(False, "No answer yet: set answer_4 to the path of your quantized file.")
+        return CheckResult(False, "No answer yet: set answer_3 to the path of your quantized file.")
     path = Path(answer)
     if not path.is_file():
         return CheckResult(False, f"Found no file at {path}: pass the output path you gave quantize_static.")
@@ -303,100 +303,3 @@ def check_paired_interval(interval, within_noise, parity) -> CheckResult:
         f"Right: {want[0]:+.2f} to {want[1]:+.2f} points, {verdict}. Only {b + c} of the {n:,} images moved it "
         f"({c} only INT8 right, {b} only fp32 right); the images both get right or both get wrong cancel out.",
     )
-
-
-# Lesson 04, exercise 2: which of the weak calibration's two planted faults breaks it.
-CALIBRATION_FAULTS = ("the 10 images", "the normalisation", "both")
-
-
-def _input_range(path, input_name: str) -> tuple[float, float] | None:
-    """The float range the input's QuantizeLinear can represent, or None if the input is not quantized."""
-    import onnx
-    from onnx import numpy_helper
-
-    graph = onnx.load(str(path), load_external_data=False).graph
-    weights = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "QuantizeLinear" and node.input[0] == input_name:
-            scale = float(np.asarray(weights[node.input[1]]).reshape(-1)[0])
-            zero = np.asarray(weights[node.input[2]])
-            info = np.iinfo(zero.dtype)
-            z = int(zero.reshape(-1)[0])
-            return (info.min - z) * scale, (info.max - z) * scale
-    return None
-
-
-def check_calibration_cause(guess: str | None, answer, reference_logits, x, labels) -> CheckResult:
-    """Exercise (predict, then measure): which of the weak calibration's faults (10 images, the wrong
-    normalisation) breaks it. `guess`: one of CALIBRATION_FAULTS; `answer`: the path of a model quantized
-    with 10 images through the production preprocessing; `reference_logits`: the fp32 model's on `x`,
-    which holds production-preprocessed inputs with their `labels`."""
-    from pathlib import Path
-
-    from ..measure import acceptance, logits, model_facts, parity
-
-    if guess is None:
-        return CheckResult(
-            False,
-            f"No answer yet: write your prediction in answer_2_guess first, one of {', '.join(map(repr, CALIBRATION_FAULTS))}.",
-        )
-    if str(guess).strip().lower() not in CALIBRATION_FAULTS:
-        return CheckResult(False, f"{guess!r} is not one of {', '.join(map(repr, CALIBRATION_FAULTS))}.")
-    guess = str(guess).strip().lower()
-    if answer is None:
-        return CheckResult(
-            False,
-            "Now measure: quantize with cl.DatasetReader(fp32, count=10) (the production preprocessing) and set "
-            "answer_2 to the file's path.",
-        )
-    path = Path(answer)
-    if not path.is_file():
-        return CheckResult(False, f"Found no file at {path}: pass the output path you gave quantize_static.")
-    facts = model_facts(path)
-    if facts.quant_format != "QDQ":
-        return CheckResult(
-            False,
-            f"{path.name} is {facts.quant_format!r}, not static QDQ: quantize it as section 1 does (`quantize`).",
-        )
-    import onnx
-
-    name = onnx.load(str(path), load_external_data=False).graph.input[0].name
-    found, want = _input_range(path, name), (float(np.min(x)), float(np.max(x)))
-    span = want[1] - want[0]
-    if found is None or abs(found[0] - want[0]) > 0.1 * span or abs(found[1] - want[1]) > 0.1 * span:
-        shown = "not quantized" if found is None else f"[{found[0]:.2f}, {found[1]:.2f}]"
-        return CheckResult(
-            False,
-            f"Your file's input range is {shown}, the production preprocessing's [{want[0]:.2f}, {want[1]:.2f}]. "
-            "Calibrate through the production preprocessing (DatasetReader's default transform), not "
-            "half_normalised: only the count should change.",
-        )
-    p = parity(reference_logits, logits(path, x), labels)
-    verdict = acceptance(p)
-    figures = f"accuracy change {-verdict.drop_points:+.2f} points, agreement {p.agreement_text()}"
-    if verdict.passes:
-        truth = (
-            f"Ten images through the production preprocessing pass the acceptance rule ({figures}): the count "
-            "was not what broke the weak calibration, the normalisation was. MinMax keeps each tensor's smallest "
-            "and largest value, and ten images already reach the input's whole range (every Fashion-MNIST image has "
-            "a black background, and nearly all reach full white). The wrong normalisation calibrated the input on [-1, 1], while the model sees "
-            f"[{want[0]:.2f}, {want[1]:.2f}]: every pixel the production preprocessing maps above 1 is clipped "
-            "at the first layer, the low first-layer SQNR of section 6."
-        )
-        note = {
-            "the normalisation": "You predicted it.",
-            "the 10 images": "You blamed the count: a common guess, and here a wrong one.",
-            "both": "You blamed both: the normalisation alone is enough to break it.",
-        }[guess]
-    else:
-        truth = (
-            f"Ten images through the production preprocessing still fail here ({figures}, {verdict.advice}): "
-            "the count matters on this model too. Whether the normalisation alone would also break it takes "
-            "the other experiment: 200 images, half-normalised."
-        )
-        note = {
-            "the normalisation": "You blamed only the normalisation: the count fails it here as well.",
-            "the 10 images": "You blamed the count: this run agrees.",
-            "both": "You blamed both: this run shows the count matters.",
-        }[guess]
-    return CheckResult(True, f"{truth} {note}")

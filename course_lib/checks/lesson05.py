@@ -1,4 +1,4 @@
-"""Self-checks for lesson 05 (hardware and speed)."""
+"""Self-checks for lesson 05 (hardware and speed) and its deep dive 05b (measuring traps, a second runtime)."""
 
 from __future__ import annotations
 
@@ -71,115 +71,179 @@ def _verdict(comparison) -> str:
     return {True: "faster", False: "slower", None: "unsettled"}[comparison.speedup_at_least(1.0)]
 
 
-def check_s8s8_prediction(guess: float, answer: str, comparison, ran=None) -> CheckResult:
-    """Exercise (predict, then interpret): the S8S8 file's speed against fp32 at batch 64.
+def check_float_island_time(guess: str, answer: float, s8s8_profile, fp32_profile, ran=None) -> CheckResult:
+    """Exercise (predict, then compute): the kernel time of the S8S8 file's float convolutions (`Conv` in
+    its profile) over that of all fp32's convolutions (`Conv` in fp32's profile), at the same batch.
 
-    `guess`: the ratio (fp32's time over S8S8's) predicted from the kernel table before timing;
-    `answer`: "faster", "slower" or "unsettled", what the measured 90% interval says;
-    `comparison`: the measured `LatencyComparison`; `ran`: the S8S8 file's `kernels.Kernels`."""
-    if guess is None:
-        return CheckResult(
-            False, "Write your prediction in answer_1_guess first (a ratio such as 1.5 or 0.7)."
-        )
+    `guess`: "less" or "more", predicted before timing; `answer`: the ratio computed from the two
+    `kernels.Profile`s; `ran`: the S8S8 file's `kernels.Kernels`, for the counts in the feedback."""
+    said = None if guess is None else str(guess).strip().lower()
+    if said is None:
+        return CheckResult(False, 'Write your prediction in answer_1_guess first: "less" or "more".')
+    if said not in ("less", "more"):
+        return CheckResult(False, f'Got {guess!r} as the prediction; write "less" or "more".')
     if answer is None:
-        return CheckResult(False, 'No answer yet: write "faster", "slower" or "unsettled".')
-    expected, measured = _verdict(comparison), speedup_interval(comparison)
-    said = str(answer).strip().lower()
-    if said not in ("faster", "slower", "unsettled"):
-        return CheckResult(False, f'Got {answer!r}; answer "faster", "slower" or "unsettled".')
-    if said != expected:
-        if expected == "unsettled":
-            hint = (
-                f"the interval {measured} reaches both sides of 1x: this run cannot tell, whatever the median "
-                "says. Answer 'unsettled'."
-            )
-        elif said == "unsettled":
-            hint = f"the whole interval {measured} lies on one side of 1x: it can tell."
-        else:
-            hint = (
-                f"the ratio is fp32's time over S8S8's, {measured}: below 1 means S8S8 takes longer than fp32, "
-                "above 1 that it takes less."
-            )
-        return CheckResult(False, f"Got {answer!r}, expected {expected!r}: {hint}")
-    why = ""
+        return CheckResult(False, "No answer yet: divide the S8S8 profile's Conv time by fp32's Conv time.")
+    island = s8s8_profile.ms_per_run.get("Conv", 0.0)
+    whole = fp32_profile.ms_per_run.get("Conv", 0.0)
+    if island == 0.0:  # ARM: every S8S8 convolution runs on an integer kernel
+        return CheckResult(
+            True,
+            "This CPU runs every convolution of the S8S8 file on an integer kernel: it has no float island to "
+            "price (on ARM, ONNX Runtime fuses int8 activations too).",
+        )
+    expected = island / whole
+    try:
+        got = float(answer)
+    except (TypeError, ValueError):
+        return CheckResult(False, f"Got {answer!r}; give one number, the ratio of the two Conv times.")
+    if abs(got - expected) > 0.02 * expected:
+        slips = {
+            "inverted": (
+                whole / island,
+                "you divided fp32's time by the S8S8 file's; divide S8S8's by fp32's.",
+            ),
+            "totals": (
+                s8s8_profile.total_ms / fp32_profile.total_ms,
+                "that is the ratio of the whole profiles; take the op type `Conv` of each (the float "
+                "convolutions), not every op.",
+            ),
+        }
+        for value, hint in slips.values():
+            if abs(got - value) <= 0.02 * value:
+                return CheckResult(False, f"Got {got:.2f}, expected {expected:.2f}: {hint}")
+        return CheckResult(
+            False,
+            f"Got {got:.2f}, expected {expected:.2f}: read `ms_per_run['Conv']` of each profile and divide the "
+            "S8S8 file's by fp32's.",
+        )
+    actual = "more" if expected > 1 else "less"
+    counts = ""
     if ran is not None and ran.compute_count:
         floats = ran.compute_count - ran.integer_count
-        why = (
-            f" The kernel table said why: {floats} of its {ran.compute_count} compute ops run in float, reading "
-            "dequantized INT8, so those layers do fp32's work and dequantize their inputs on top."
-        )
-    low, high = comparison.speedup_low, comparison.speedup_high
-    g = float(guess)
-    if low <= g <= high:
-        verdict = f"your prediction, {g:g}x, is inside the interval."
-    elif (g < 1) == (high < 1) and (g >= 1) == (low >= 1):
-        verdict = f"your prediction, {g:g}x, was on the right side of 1x."
-    elif g >= 1 > high:
-        verdict = (
-            f"you predicted {g:g}x: an INT8 file is not fast by being INT8; what runs decides, and here part of it "
-            "runs in float."
-        )
-    else:
-        verdict = f"you predicted {g:g}x; the measurement says otherwise."
-    return CheckResult(True, f"{expected.capitalize()}: S8S8 ran at {measured} fp32's speed; {verdict}{why}")
+        counts = f" ({floats} float convolutions against fp32's {fp32_profile.nodes.get('Conv', 0)})"
+    qdq = sum(s8s8_profile.ms_per_run.get(op, 0.0) for op in ("QuantizeLinear", "DequantizeLinear"))
+    verdict = "as you predicted" if said == actual else f"you predicted {said!r}"
+    return CheckResult(
+        True,
+        f"{expected:.2f}: the S8S8 file's float convolutions{counts} take {actual} kernel time than all of "
+        f"fp32's convolutions; {verdict}. They do part of fp32's arithmetic, but unpacked (no NCHWc layout) and "
+        f"on weights dequantized every run; its QuantizeLinear and DequantizeLinear nodes add {qdq:.1f} ms per "
+        "run on top.",
+    )
 
 
-def _batch_label(value) -> str | None:
-    text = str(value).strip().lower().replace("batch", "").strip()
-    if text in ("1", "64"):
-        return f"batch {text}"
-    if text in ("neither", "none", "overlap", "same", "no difference"):
-        return "neither"
-    return None
+def check_fused_s8s8(guess: float, answer, default=None) -> CheckResult:
+    """Exercise (predict, then measure): the S8S8 file with `session.qdqisint8allowed = "1"` (every group
+    fused into integer ops), timed in turn with fp32.
 
-
-def check_batch_gain(guess: str, answer: str, b1, b64) -> CheckResult:
-    """Exercise (predict, then interpret): at which batch size INT8's ratio is larger, by the intervals.
-
-    `guess` and `answer`: "batch 1", "batch 64" or "neither" (the intervals overlap); `b1`, `b64`: the
-    production variant's `LatencyComparison` at those batch sizes."""
+    `guess`: the ratio (fp32's time over the fused file's) predicted first; `answer`: the measured
+    `LatencyComparison`; `default`: the S8S8 file's comparison with ONNX Runtime's default, for the
+    feedback."""
     if guess is None:
-        return CheckResult(False, 'Write your prediction in answer_2_guess first: "batch 1" or "batch 64".')
+        return CheckResult(
+            False, "Write your prediction in answer_2_guess first (a ratio such as 1.5 or 0.5)."
+        )
     if answer is None:
-        return CheckResult(False, 'No answer yet: "batch 1", "batch 64" or "neither".')
-    said = _batch_label(answer)
-    if said is None:
-        return CheckResult(False, f'Got {answer!r}; answer "batch 1", "batch 64" or "neither".')
-    expected = {True: "batch 1", False: "batch 64", None: "neither"}[b1.speedup_clearly_above(b64)]
-    both = f"batch 1 {speedup_interval(b1)}, batch 64 {speedup_interval(b64)}"
-    if said != expected:
-        by_median = "batch 1" if b1.speedup > b64.speedup else "batch 64"
-        if expected == "neither":
-            hint = (
-                f"{both}: the medians differ, but the intervals overlap, so the difference is within the noise. "
-                "Claim a larger ratio only when its interval lies wholly above the other's."
-            )
-        elif said == "neither":
-            hint = f"{both}: the intervals do not overlap, so one is clearly larger."
-        else:
-            hint = (
-                f"{both}: the ratio is fp32's time over INT8's, so the larger ratio is where INT8 gains more."
-                if said != by_median
-                else f"{both}."
-            )
-        return CheckResult(False, f"Got {answer!r}, expected {expected!r}: {hint}")
-    predicted = _batch_label(guess)
-    if expected == "neither":
-        note = "your prediction cannot be settled by this run: time again, or with more runs."
-    elif predicted == expected:
-        note = "and you predicted it."
+        return CheckResult(
+            False, "No answer yet: time the fused session in turn with fp32 (compare_latency)."
+        )
+    if not hasattr(answer, "speedup_at_least"):
+        return CheckResult(
+            False, f"Got {type(answer).__name__}; give the LatencyComparison that compare_latency returns."
+        )
+    if answer.baseline != "fp32" and "fp32" in answer.latency:
+        return CheckResult(
+            False, "Put fp32 first in the dict you time, so the ratio is fp32's time over S8S8's."
+        )
+    measured, verdict = speedup_interval(answer), _verdict(answer)
+    g = float(guess)
+    if answer.speedup_low <= g <= answer.speedup_high:
+        said = f"your prediction, {g:g}x, is inside the interval"
+    elif (g >= 1) == (verdict == "faster") and verdict != "unsettled":
+        said = f"your prediction, {g:g}x, was on the right side of 1x"
     else:
-        note = f"you predicted {guess!r}."
+        said = f"you predicted {g:g}x"
+    beside = (
+        f" ONNX Runtime's default for the same file ran at {speedup_interval(default)}." if default else ""
+    )
     why = {
-        "batch 1": " At batch 1 each weight is used only a few times per run: reading the weights takes much of "
-        "fp32's time, and INT8 reads a quarter of the bytes (section 6). With spinning off, fp32's graph also "
-        "pays more for waking its threads at batch 1 (section 2), so a server's batch-1 gain can be smaller.",
-        "batch 64": " At batch 64 each weight is used many times: the run is arithmetic, INT8's fixed costs are "
-        "spread over more images, and at batch 1 those costs (and waking threads) weigh more (section 6).",
-        "neither": " The two effects (fewer bytes to read at batch 1, fixed costs spread thinner at batch 64) "
-        "balance here, or the noise hides which one wins.",
-    }[expected]
-    return CheckResult(True, f"{expected.capitalize()} ({both}); {note}{why}")
+        "slower": " Every convolution now runs on an integer kernel, and that is what costs: on x86, MLAS's "
+        "symmetric convolution kernels take uint8 activations only, and it sets a vectorised S8S8 matrix "
+        "product only for CPUs with AVX-VNNI-INT8 (platform.cpp), so the fused S8S8 convolutions take a "
+        "generic path. Integer coverage is not speed: the kernel behind an integer op decides.",
+        "faster": " This CPU has a fast S8S8 kernel for them (ARM's dot product, where this is the default, or "
+        "x86 with AVX-VNNI-INT8): fusing paid.",
+        "unsettled": " The interval reaches both sides of 1x: time again with more runs to settle it.",
+    }[verdict]
+    return CheckResult(
+        True,
+        f"{verdict.capitalize()}: the fused S8S8 file ran at {measured} fp32's speed; {said}.{beside}{why}",
+    )
+
+
+def check_careless_swap(
+    guess: str, answer: str, careless: float, careful_low: float, careful_high: float
+) -> CheckResult:
+    """Exercise (predict, then measure, lesson 05b): the careless loop with the busy process running
+    while INT8 is timed instead of fp32. `guess` and `answer`: "above", "below" or "inside" the careful
+    loop's interval (`careful_low`..`careful_high`); `careless`: the ratio that loop gave."""
+    words = ("above", "below", "inside")
+    if guess is None:
+        return CheckResult(
+            False, 'Write your prediction in answer_1_guess first: "above", "below" or "inside".'
+        )
+    if answer is None:
+        return CheckResult(
+            False, 'No answer yet: where did the careless ratio land? "above", "below" or "inside".'
+        )
+    said, predicted = str(answer).strip().lower(), str(guess).strip().lower()
+    if said not in words or predicted not in words:
+        return CheckResult(False, f'Got {guess!r} and {answer!r}; each must be "above", "below" or "inside".')
+    expected = "above" if careless > careful_high else "below" if careless < careful_low else "inside"
+    where = f"{careless:.2f}x against the careful {careful_low:.2f}–{careful_high:.2f}"
+    if said != expected:
+        return CheckResult(False, f"Got {answer!r}, expected {expected!r}: {where}.")
+    note = "as you predicted" if predicted == expected else f"you predicted {predicted!r}"
+    why = (
+        " The load now slows INT8's runs, the denominator of fp32's time over INT8's, so the ratio drops: the "
+        "same slip that inflated INT8's gain now hides it. Its direction says only when the load came."
+        if expected == "below"
+        else " The load did not slow INT8's runs enough to move the ratio out of the interval here; on a busier "
+        "machine, or a longer load, it would."
+        if expected == "inside"
+        else " The ratio rose although the load slowed INT8: look at both means, something else changed too."
+    )
+    return CheckResult(True, f"{expected.capitalize()} ({where}); {note}.{why}")
+
+
+def check_intensity(guess: float, answer: float, path, input_shapes) -> CheckResult:
+    """Exercise (predict, then compute, lesson 05b): multiply-adds per byte of INT8 weights for one run
+    of the float graph at `path` on inputs of `input_shapes`, as `measure.weight_work` counts them."""
+    from ..measure import weight_work
+
+    if guess is None:
+        return CheckResult(False, "Write your prediction in answer_2_guess first (a number).")
+    if answer is None:
+        return CheckResult(False, "No answer yet: compute the intensity with measure.weight_work.")
+    work = weight_work(path, input_shapes)
+    expected, got = work.intensity(8), float(answer)
+    if abs(got - expected) > 0.01 * expected:
+        if abs(got - work.intensity(32)) <= 0.01 * work.intensity(32):
+            return CheckResult(
+                False,
+                f"Got {got:,.1f}: that is per byte of fp32 weights; INT8 weights take 8 bits: intensity(8).",
+            )
+        return CheckResult(False, f"Got {got:,.1f}, expected {expected:,.1f}: weight_work(...).intensity(8).")
+    off = abs(float(guess) - expected) / expected
+    close = "within a tenth" if off <= 0.1 else f"{off:.0%} off"
+    return CheckResult(
+        True,
+        f"{expected:,.1f} multiply-adds per byte of INT8 weights at {input_shapes}; your prediction, "
+        f"{float(guess):,.1f}, was {close}. A convolution uses each weight once per output position and image, "
+        "so the intensity grows in proportion to the batch: still low at batch 8, where reading the weights "
+        "weighs more than the arithmetic.",
+    )
 
 
 def _bootstrap(a, b, stat, low_q: float, high_q: float, paired: bool = True, resamples: int = 20000):

@@ -155,3 +155,98 @@ def check_ship_verdicts(answer, parities: dict) -> CheckResult:
             "about accuracy and agreement only; a slow file can pass it (speed is the next question)"
         )
     return CheckResult(False, "Not quite. " + "; ".join(hints) + ".")
+
+
+def _fastest(rows, model: str, size_target: bool):
+    """Lesson 06's rule on its table: of `model`'s rows that meet the quality floor (and, with
+    `size_target`, the size target) and were timed at the ranked setting, the fastest, or None."""
+    qualified = [
+        r
+        for r in rows
+        if r.get("_model") == model
+        and r.get("quality floor") == "✔"
+        and (r.get("size target") == "✔" or not size_target)
+        and r.get("_speedup")
+    ]
+    return max(qualified, key=lambda r: r["_speedup"], default=None)
+
+
+def check_pick_without_size_target(answer, rows, model: str) -> CheckResult:
+    """Exercise (change the rule, then write the code): the row lesson 06's rule picks for `model`
+    once the size target is dropped: the fastest, at the ranked setting, of the rows that meet the
+    quality floor. `rows` are the lesson's table rows ("option", "quality floor", "size target",
+    "_model", "_speedup")."""
+    if answer is None:
+        return CheckResult(
+            False, 'No answer yet: the "option" of the row the rule picks without the size target.'
+        )
+    if isinstance(answer, dict):  # the row itself
+        answer = answer.get("option")
+    options = {r["option"]: r for r in rows if r.get("_model") == model}
+    if answer not in options:
+        return CheckResult(
+            False, f"{answer!r} is not an option of this model's rows: {', '.join(map(repr, options))}."
+        )
+    expected, with_size = _fastest(rows, model, False), _fastest(rows, model, True)
+    if expected is None:
+        return CheckResult(
+            False,
+            "No row meets the quality floor and was timed at the ranked setting on this run: the rule picks "
+            "none, and there is no option to name.",
+        )
+    if answer == expected["option"]:
+        if with_size is not None and with_size["option"] == answer:
+            note = "the same row as with the size target: on this run dropping it changes nothing"
+        else:
+            note = (
+                f"with the size target the rule picks {with_size['option'] if with_size else 'none'}; without "
+                f"it, speed wins, and the file keeps {expected['of fp32']} of fp32's bytes"
+            )
+        return CheckResult(
+            True, f"{answer}: the fastest row that meets the quality floor ({expected['speed']}); {note}."
+        )
+    r = options[answer]
+    if r.get("quality floor") != "✔":
+        hint = f"{answer} misses the quality floor ({r['quality']}): quality comes first, whatever the speed"
+    elif not r.get("_speedup"):
+        hint = f"{answer} was not timed at the ranked setting ({r['speed']}), so the rule cannot rank it"
+    elif with_size is not None and answer == with_size["option"]:
+        hint = (
+            f"that is the pick with the size target; without it {expected['option']} competes too, and runs "
+            f"faster ({expected['speed']} against {r['speed']})"
+        )
+    else:
+        hint = f"{expected['option']} also meets the floor and runs faster ({expected['speed']} against {r['speed']})"
+    return CheckResult(False, f"Not quite: {hint}.")
+
+
+def check_ship_prediction(guess, answer, parities: dict) -> CheckResult:
+    """Exercise (predict, then write the code): the set of ResNet18 files that pass lesson 04's
+    acceptance rule, guessed before the files were scored (`guess`), then computed (`answer`).
+    The answer is checked as `check_ship_verdicts` checks it; the feedback then says how the
+    guess compared."""
+    if guess is None:
+        return CheckResult(
+            False, "Write your guess in answer_a_guess first (section 3), before the files are scored."
+        )
+    if isinstance(guess, str) or not hasattr(guess, "__iter__"):
+        return CheckResult(
+            False, f"Got the guess {guess!r}; write a set of labels, the keys of resnet_parities."
+        )
+    result = check_ship_verdicts(answer, parities)
+    if not result:
+        return result
+    from ..measure import acceptance
+
+    expected = {label for label, p in parities.items() if acceptance(p).passes}
+    guess = set(guess)
+    if guess == expected:
+        return CheckResult(True, f"You predicted it. {result.message}")
+    missed = ", ".join(sorted(map(str, expected - guess))) or "none"
+    extra = ", ".join(sorted(map(str, guess - expected))) or "none"
+    return CheckResult(
+        True,
+        f"{result.message} Your guess differed: it left out {missed} and counted {extra}. A file that wins back "
+        "most of what rounding lost can still fail the rule, and a slow file can pass it: the rule reads "
+        "accuracy and agreement only.",
+    )

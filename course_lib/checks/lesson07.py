@@ -150,3 +150,28 @@ def check_rule_against_perplexity(
         "the outputs, so it is a floor for any model: judge a model by its own task's measure (lesson 04) "
         "before you ship it.",
     )
+
+
+def check_serve_batch(guess, answer, first) -> CheckResult:
+    """Exercise 5 (predict, then check): the audit of your model again, deciding at batch 1 (the
+    batch an online service serves), against `first`, the audit that decided at its largest batch.
+    `guess`: "same" or "different", the recommendation predicted before running it."""
+    said = guess.strip().lower() if isinstance(guess, str) else None
+    if said not in ("same", "different"):
+        return CheckResult(False, 'Write "same" or "different" in answer_5_guess first, before you run it.')
+    if answer is None:
+        return CheckResult(False, "No answer yet: run audit.audit(..., serve_batch=1) on your model.")
+    decision = getattr(answer, "decision", None)
+    if decision is None or getattr(decision, "batch", None) != 1:
+        at = getattr(decision, "decided_at", "no decision")
+        return CheckResult(False, f"This audit decided at {at}; pass serve_batch=1 so it decides at batch 1.")
+    before, now = first.decision.recommended, decision.recommended
+    outcome = "same" if before == now else "different"
+    why = (
+        f"at batch {first.decision.batch} it recommended {before or 'nothing'}, at batch 1 {now or 'nothing'}. "
+        "A file's gain moves with the batch (lesson 05): at batch 1 a run is short, so fixed costs weigh "
+        "more and the weights are read once per image; decide at the batch you serve."
+    )
+    if said == outcome:
+        return CheckResult(True, f"{outcome.capitalize()}, as you predicted: {why}")
+    return CheckResult(True, f"{outcome.capitalize()}; you predicted {said}: {why}")

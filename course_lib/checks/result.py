@@ -21,4 +21,4 @@ class CheckResult:
 
 def speedup_interval(comparison) -> str:
     """A `LatencyComparison`'s speed-up with its interval, as the feedback quotes it: 1.34x (1.32–1.35)."""
-    return f"{comparison.speedup:.2f}x ({comparison.speedup_low:.2f}–{comparison.speedup_high:.2f})"
+    return str(comparison)

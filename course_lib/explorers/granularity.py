@@ -57,7 +57,7 @@ class GranularityStudy:
     block_size: int | None
     channel_mse: np.ndarray  # one value per output channel
     channel_sqnr_db: np.ndarray
-    error: affine.QuantizationError  # over the whole tensor
+    error: affine.ErrorStats  # over the whole tensor
     n_scales: int
     n_zero_points: int  # 0 when all zero points are 0 (symmetric signed): ONNX lets a graph omit them
     metadata_bytes: int  # float32 scales; zero points in the weight's own type (4-bit ones packed)

@@ -153,7 +153,7 @@ class ErrorStudy:
     clip_high: float
     levels: np.ndarray  # every value quantize can produce, dequantize(qmin..qmax), reserved code included
     clipped: np.ndarray  # boolean mask over x: outside [clip_low, clip_high]
-    error: affine.QuantizationError
+    error: affine.ErrorStats
 
     def describe(self) -> str:
         e = self.error

@@ -24,6 +24,7 @@ from typing import Any, overload
 import numpy as np
 import onnxruntime as ort
 
+from ..units import format_ratio
 from .sessions import Feed, MakeInputs, check_feed, feed_for, make_session, physical_cores
 
 
@@ -235,6 +236,16 @@ class LatencyComparison:
             "confidence": self.confidence,
             "latency": {name: lat.to_dict() for name, lat in self.latency.items()},
         }
+
+    def __str__(self) -> str:
+        """The ratio with its interval, as the lessons print it: '1.34x (1.29–1.40)'."""
+        return format_ratio(self.speedup, self.speedup_low, self.speedup_high)
+
+    def speedup_below(self, target: float) -> bool | None:
+        """Whether this ratio stays below `target`, judged by its interval: True when the whole
+        interval lies below it, False when it lies at or above it, None when it reaches both sides."""
+        reached = self.speedup_at_least(target)
+        return None if reached is None else not reached
 
     def speedup_clearly_above(self, other: LatencyComparison) -> bool | None:
         """Whether this ratio is clearly larger than `other`'s, judged by their intervals.

@@ -4,7 +4,8 @@ whether the candidate is accepted.
     parity       drift, top-1 agreement and, with labels, who is right (`Parity`), with intervals
     Difference   two paired rates on the same inputs (two variants' agreement or accuracy): signal or noise
     wilson_interval   an interval for a rate such as agreement, right even near 100 %
-    acceptance   the acceptance rule applied to a parity (`Verdict`)
+    acceptance   the acceptance rule applied to a parity (`Verdict`); `Verdict.target` weighs an accepted
+                 model against a deployment target: accuracy, agreement, size and speed (`Target`)
     softmax, margin   probabilities, and the gap between the two most probable classes
 """
 
@@ -109,6 +110,7 @@ class Parity:
     atol: float
     rtol: float
     eps: float
+    within_atol: float | None = None  # share of rows whose every value is within that tolerance
     labelled: int | None = None  # rows with a label >= 0; accuracies and counts are over these
     reference_accuracy: float | None = None
     candidate_accuracy: float | None = None
@@ -135,6 +137,12 @@ class Parity:
         if accuracy is None:
             raise ValueError("accuracy_interval needs labels: pass labels to measure.parity(...).")
         return wilson_interval(round(accuracy * self.labelled), self.labelled, confidence)
+
+    def accuracy_text(self, which: str = "candidate", confidence: float = 0.95) -> str:
+        """'91.53 % (91.0–92.1)': an accuracy with its interval, for a table cell."""
+        low, high = self.accuracy_interval(which, confidence)
+        accuracy = self.candidate_accuracy if which == "candidate" else self.reference_accuracy
+        return f"{accuracy:.2%} ({100 * low:.1f}–{100 * high:.1f})"
 
     def agreement_text(self, confidence: float = 0.95) -> str:
         """'99.76 % (99.65–99.84)': the agreement with its interval, for a table cell."""
@@ -208,6 +216,7 @@ def parity(
             "Run both models on the same inputs, in the same order."
         )
     drift = np.abs(cand - ref)
+    close = drift <= atol + rtol * np.abs(ref)  # np.isclose's rule, value by value
     ref_top, cand_top = ref.argmax(1), cand.argmax(1)
     same = ref_top == cand_top
     result = Parity(
@@ -217,7 +226,8 @@ def parity(
         max_abs_drift=float(drift.max()),
         mean_abs_drift=float(drift.mean()),
         max_rel_drift=float((drift / np.maximum(np.abs(ref), eps)).max()),
-        allclose=bool(np.allclose(cand, ref, rtol=rtol, atol=atol)),
+        allclose=bool(close.all()),
+        within_atol=float(close.all(axis=1).mean()),
         atol=atol,
         rtol=rtol,
         eps=eps,
@@ -258,6 +268,104 @@ class Verdict:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def target(
+        self,
+        size_ratio: float,
+        speed: Any = None,
+        *,
+        max_drop_points: float = 0.3,
+        min_agreement: float = 0.995,
+        max_size_ratio: float = 0.26,
+        min_speedup: float = 1.5,
+    ) -> Target:
+        """This model against a deployment target, on top of the acceptance rule: an accuracy drop of
+        at most `max_drop_points`, top-1 agreement of at least `min_agreement`, a file at most
+        `max_size_ratio` of the reference's bytes, and at least `min_speedup` times its throughput.
+
+        `speed` is the model's `compare_latency` against the reference (None: not timed). A timing is
+        noisy, so the speed condition is met only when the ratio's whole interval lies at or above
+        `min_speedup`, missed only when it lies wholly below, and unsettled otherwise
+        (`LatencyComparison.speedup_at_least`). A model the acceptance rule rejects is rejected here too.
+
+        Marks: "✔" meets every condition; "trade" passes the acceptance rule and meets the speed
+        target but misses a condition (the file's size, or the stricter accuracy or agreement), which
+        the advice names: a deployment that can give that up may ship it; "unsettled" meets the rest
+        while its speed interval straddles the target; "✘" rejected by the acceptance rule, or its speed
+        lies below the target; "—" accepted but not timed.
+        """
+        missed = []
+        if self.drop_points > max_drop_points:
+            missed.append(
+                f"its accuracy drop is {self.drop_points:+.2f} points (target at most {max_drop_points:g})"
+            )
+        if self.agreement < min_agreement:
+            missed.append(f"its agreement is {self.agreement:.2%} (target at least {min_agreement:.1%})")
+        if size_ratio > max_size_ratio:
+            missed.append(f"the file is {size_ratio:.2f} of fp32's (target at most {max_size_ratio:g})")
+        fast = None if speed is None else speed.speedup_at_least(min_speedup)
+        ratio = "" if speed is None else str(speed)
+        but = f"; {' and '.join(missed)}" if missed else ""
+        if not self.passes:
+            mark, advice = "✘", f"don't ship: {self.advice}"
+        elif speed is None:
+            mark, advice = "—", f"not timed: time it against fp32 before choosing{but}"
+        elif fast is False:
+            mark, advice = "✘", f"misses the speed target: {ratio} lies below {min_speedup:g}x{but}"
+        elif fast is None:
+            mark, advice = (
+                "unsettled",
+                f"time it again, on the deployment machine: {ratio} reaches both sides of {min_speedup:g}x{but}",
+            )
+        elif missed:
+            mark, advice = "trade", f"a trade: {ratio} meets the speed target, but {' and '.join(missed)}"
+        else:
+            mark, advice = "✔", f"ship it: it meets every target at {ratio}"
+        return Target(
+            mark=mark,
+            advice=advice,
+            accurate=self.drop_points <= max_drop_points and self.agreement >= min_agreement,
+            small=size_ratio <= max_size_ratio,
+            fast=fast,
+            timed=speed is not None,
+            size_ratio=size_ratio,
+            speed=ratio,
+            verdict=self,
+        )
+
+
+@dataclass(frozen=True)
+class Target:
+    """A model weighed against a deployment target (`Verdict.target`): the mark for a table, what to
+    do with the model, and each condition: `accurate` (accuracy drop and agreement), `small` (file
+    size), `fast` (True / False / None while the speed interval straddles the target, None when not
+    `timed`)."""
+
+    mark: str
+    advice: str
+    accurate: bool
+    small: bool
+    fast: bool | None
+    timed: bool
+    size_ratio: float
+    speed: str  # the timed ratio with its interval, "" when not timed
+    verdict: Verdict  # the acceptance rule's, which the target builds on
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def row(self, name: str) -> dict[str, str]:
+        """One row of a verdict table (`measure.markdown_table`): the figures and both verdicts."""
+        return {
+            "variant": name,
+            "accuracy drop": f"{self.verdict.drop_points:+.2f}",
+            "agreement": f"{self.verdict.agreement:.2%}",
+            "size": f"{self.size_ratio:.3f}",
+            "speed b64": self.speed or "—",
+            "acceptance rule": "✔" if self.verdict.passes else "✘",
+            "course target": self.mark,
+            "what to do": self.advice,
+        }
 
 
 def acceptance(

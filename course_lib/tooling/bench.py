@@ -9,6 +9,8 @@ ONNX Runtime's INT8 against PyTorch's dynamic INT8 (`torch.ao`). Where the `open
 installed, lesson 05's four OpenVINO runs of the ResNet18 (the fp32 file with f32 pinned and with
 OpenVINO's default precision, the U8S8 and S8S8 per-channel QDQ files) are each timed in turn
 against ONNX Runtime's fp32 too; without it, one line says they were skipped and how to install it.
+A run OpenVINO refuses to compile on this CPU (`runtimes.Refusal`) becomes a row that says so, and
+its file is timed again with f32 pinned, under its own name: one refusal never stops the benchmark.
 
 A benchmark, not a test: it prints figures and writes them (JSON and a plot) under build/bench.
 """
@@ -80,26 +82,33 @@ QUICK = BenchConfig(
 
 @dataclass
 class Row:
-    """One comparison: `candidate` against `baseline`, timed in turn in the same call."""
+    """One comparison: `candidate` against `baseline`, timed in turn in the same call; or a run the
+    candidate's runtime refused to compile (`refused` says what it said; no batch and no figures)."""
 
     model: str
-    batch: int
+    batch: int | None  # None: a refused run, timed at no batch size
     baseline: str
     candidate: str
-    baseline_ms: float
-    candidate_ms: float
-    candidate_p10_ms: float
-    candidate_p90_ms: float
-    speedup: float  # baseline median / candidate median
-    speedup_low: float
-    speedup_high: float
-    runs: int
+    baseline_ms: float | None
+    candidate_ms: float | None
+    candidate_p10_ms: float | None
+    candidate_p90_ms: float | None
+    speedup: float | None  # baseline median / candidate median
+    speedup_low: float | None
+    speedup_high: float | None
+    runs: int | None
     accuracy: float | None = None  # the candidate's (ResNet18: test accuracy; text encoder: worst cosine)
     agreement: float | None = None
     size_mb: float | None = None
     sequence: int | None = None  # the text encoder's sequence length
     runtime: str | None = None  # the candidate's runtime where it is not ONNX Runtime: "OpenVINO 2026.4.1-…"
     precision: str | None = None  # OpenVINO's INFERENCE_PRECISION_HINT: what its float layers ran in
+    refused: str | None = None  # the runtime's refusal (`runtimes.Refusal`, as a line) where it refused
+
+    @property
+    def timed(self) -> bool:
+        """False for a refused run: a row with no figures."""
+        return self.refused is None
 
     @property
     def label(self) -> str:
@@ -141,6 +150,25 @@ def _row(model: str, batch: int, comparison: measure.LatencyComparison, **extra)
         runs=cand.runs,
         **extra,
     )
+
+
+# A row's timed figures: None in the row of a refused run.
+TIMED = (
+    "baseline_ms",
+    "candidate_ms",
+    "candidate_p10_ms",
+    "candidate_p90_ms",
+    "speedup",
+    "speedup_low",
+    "speedup_high",
+    "runs",
+)
+
+
+def _refused_row(model: str, refusal: runtimes.Refusal, baseline: str, **extra) -> Row:
+    """The row of a run the candidate's runtime would not compile: its name and what the runtime said."""
+    candidate = refusal.run or refusal.file
+    return Row(model, None, baseline, candidate, **dict.fromkeys(TIMED), refused=str(refusal), **extra)
 
 
 def run(config: BenchConfig | None = None, out_dir: Path | None = None, log: Callable[[str], None] = print):
@@ -254,14 +282,27 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
 
 def _bench_openvino(openvino, config: BenchConfig, paths: dict, x_all, y, ref, log) -> list[Row]:
     """OPENVINO_RUNS, each compiled with the bench's threads and timed in turn against ONNX Runtime's
-    fp32 session at every batch size; accuracy and agreement on the same images as the variants."""
+    fp32 session at every batch size; accuracy and agreement on the same images as the variants.
+
+    A run OpenVINO refuses to compile gives one row that says so (`Row.refused`), and its file is
+    compiled again with f32 pinned (unless it was pinned already), named by `Refusal.retry_run`."""
     threads = config.threads or measure.physical_cores()  # both runtimes: the same threads
     core = openvino.Core()
     runtime = f"OpenVINO {openvino.__version__}"
     log(f"{short_runtime(runtime)} (CPU plugin): the fp32 and QDQ files, each against {FP32} …")
     rows = []
-    for name, (file, extra) in OPENVINO_RUNS.items():
-        compiled = core.compile_model(str(paths[file]), "CPU", {"INFERENCE_NUM_THREADS": threads} | extra)
+    pending = list(OPENVINO_RUNS.items())
+    while pending:
+        name, (file, extra) = pending.pop(0)
+        try:
+            compiled = core.compile_model(str(paths[file]), "CPU", {"INFERENCE_NUM_THREADS": threads} | extra)
+        except RuntimeError as exc:  # refused on this CPU: a row that says so, then f32 pinned
+            refusal = runtimes.Refusal.from_exception(exc, paths[file], extra, run=name)
+            rows.append(_refused_row(models.RESNET18, refusal, FP32, runtime=runtime))
+            log(f"  {name:<38} refused: {refusal.said}")
+            if extra.get("INFERENCE_PRECISION_HINT") != "f32":
+                pending.insert(0, (refusal.retry_run, (file, extra | {"INFERENCE_PRECISION_HINT": "f32"})))
+            continue
         runner = runtimes.OpenVINORunner(compiled, threads=threads, name=name)
         precision = runtimes.precision_hint(compiled)
         p = measure.parity(ref, measure.logits(runner, x_all), y)
@@ -375,16 +416,23 @@ def _bench_text_encoder(config: BenchConfig, directory: Path, log: Callable[[str
 
 
 def table(result: BenchResult) -> str:
-    """The result as a fixed-width text table, one line per comparison."""
+    """The result as a fixed-width text table, one line per comparison (a refused run: one line that
+    says what the runtime said). The candidate's column widens for a longer name (an f32-pinned retry)."""
+    wide = max([38, *(len(r.candidate) for r in result.rows)])
     head = (
-        f"{'model':<20} {'batch':>5}  {'candidate':<38} {'baseline':<30} {'base ms':>8} {'cand ms':>8} "
+        f"{'model':<20} {'batch':>5}  {'candidate':<{wide}} {'baseline':<30} {'base ms':>8} {'cand ms':>8} "
         f"{'p10-p90 ms':>15} {'ratio':>6} {'interval':>11} {'acc/cos':>7} {'agree':>7} {'MB':>6} "
         f"{'precision':>9}"
     )
     lines = [head, "-" * len(head)]
     for r in result.rows:
+        if not r.timed:
+            lines.append(
+                f"{r.label:<20} {'':>5}  {r.candidate:<{wide}} {r.baseline:<30} refused: {r.refused}"
+            )
+            continue
         lines.append(
-            f"{r.label:<20} {r.batch:>5}  {r.candidate:<38} {r.baseline:<30} {r.baseline_ms:>8.2f} "
+            f"{r.label:<20} {r.batch:>5}  {r.candidate:<{wide}} {r.baseline:<30} {r.baseline_ms:>8.2f} "
             f"{r.candidate_ms:>8.2f} {f'{r.candidate_p10_ms:.2f}-{r.candidate_p90_ms:.2f}':>15} "
             f"{r.speedup:>5.2f}x {f'{r.speedup_low:.2f}-{r.speedup_high:.2f}':>11} "
             f"{'' if r.accuracy is None else f'{r.accuracy:.4f}':>7} "
@@ -397,10 +445,16 @@ def table(result: BenchResult) -> str:
     )
     ov = sorted({short_runtime(r.runtime) for r in result.rows if r.runtime})
     if ov:
+        refused = (
+            " refused: OpenVINO would not compile that file with those settings on this CPU; the same file "
+            "was then timed with f32 pinned, in the row named after it (a pin can cost more than the float layers: lesson 05, section 7)."
+            if any(not r.timed for r in result.rows)
+            else ""
+        )
         lines.append(
             f"OpenVINO rows: {', '.join(ov)}, timed in turn with ONNX Runtime's fp32 session; precision: what "
             "OpenVINO computed the float layers in (INFERENCE_PRECISION_HINT; by default bf16 on CPUs with "
-            "AVX512_BF16 or AMX)."
+            f"AVX512_BF16 or AMX).{refused}"
         )
     return "\n".join(lines)
 
@@ -416,7 +470,7 @@ def figure(result: BenchResult):
 
     from .plots import ratio_axis
 
-    rows = result.rows
+    rows = [r for r in result.rows if r.timed]  # a refused run has no bar: the table says what happened
     fig, ax = plt.subplots(figsize=(11, 0.32 * len(rows) + 1.4))
     y = np.arange(len(rows))
     ratios = np.array([r.speedup for r in rows])
@@ -450,8 +504,9 @@ def plot(result: BenchResult, path: Path) -> Path:
 
 
 def record_results(result: BenchResult) -> None:
-    """Put each comparison into the results store, where the course report reads its ratios."""
-    for row in result.rows:
+    """Put each comparison into the results store, where the course report reads its ratios. A
+    refused run has no figures to store: the table and bench.json keep it."""
+    for row in (r for r in result.rows if r.timed):
         measure.record(
             lesson=keys.BENCH,
             model=row.model,

@@ -118,13 +118,14 @@ def doctor() -> int:
     """Print the environment report; return 0 if everything the course needs is there, else 1."""
     import platform
 
-    from .. import data, hardware, models, release, versions
+    from .. import data, hardware, models, release
+    from .doctor import requirement_status
 
     problems: list[str] = []
     print("Environment")
     print(f"  Python {platform.python_version()} on {platform.system()} {platform.machine()}")
     # Every requirement the installed course declares (its own metadata), with its version checked.
-    for row in versions.requirement_status():
+    for row in requirement_status():
         where = f" [{row['extra']}]" if row["extra"] else ""
         state = "ok" if row["ok"] else ("MISSING" if row["installed"] is None else "TOO OLD/NEW")
         print(f"  {row['name']:<22} {row['installed'] or '-':<14} wants {row['wanted']:<12} {state}{where}")
@@ -220,20 +221,49 @@ def doctor() -> int:
     return 0
 
 
-def run(notebooks: Path = ROOT / "notebooks", build: Path = BUILD, timeout: int = DEFAULT_TIMEOUT) -> int:
-    """prepare, then execute every lesson notebook into build/notebooks and print a summary."""
+def run(
+    notebooks: Path = ROOT / "notebooks",
+    build: Path = BUILD,
+    timeout: int = DEFAULT_TIMEOUT,
+    cpu_mask: str | None = None,
+    lessons: str | None = None,
+) -> int:
+    """prepare, then execute every lesson notebook (or those `lessons` names, e.g. "01,03b") into
+    build/notebooks and print a summary. `cpu_mask` runs the kernels with the CPU's features masked
+    to another class's (course_lib.tooling.cpumask): every figure but the timings stands in for it."""
     from .editions import run_record
     from .runner import execute_notebook, lesson_notebooks
 
+    env = None
+    if cpu_mask:
+        from . import cpumask
+
+        problem = cpumask.supported()
+        if problem:
+            print(f"Cannot mask the CPU's features here: {problem}", file=sys.stderr)
+            return 1
+        env = cpumask.environment(cpu_mask)
+        print(f"CPU features masked to {cpu_mask!r}: {cpumask.MASKS[cpu_mask]}. Timings are this host's.")
     prep = prepare()
     results = []
     paths = lesson_notebooks(notebooks)
+    if lessons:
+        chosen = {name.strip() for name in lessons.split(",")}
+        unknown = chosen - {p.name.split("_", 1)[0] for p in paths}
+        if unknown:
+            known = ", ".join(p.name.split("_", 1)[0] for p in paths)
+            print(
+                f"No lesson {', '.join(sorted(unknown))} in {notebooks}; the lessons are {known}.",
+                file=sys.stderr,
+            )
+            return 1
+        paths = [p for p in paths if p.name.split("_", 1)[0] in chosen]
     if not paths:
         print(f"No lesson notebooks found in {notebooks}.")
         return 1
     for nb in paths:
         print(f"Executing {nb.name} …", flush=True)
-        r = execute_notebook(nb, build / "notebooks", timeout=timeout, cwd=nb.parent)
+        r = execute_notebook(nb, build / "notebooks", timeout=timeout, cwd=nb.parent, env=env)
         results.append(r)
         print(
             f"  {'ok    ' if r.ok else 'FAILED'} {nb.name} in {_fmt_seconds(r.seconds)}"
@@ -245,9 +275,10 @@ def run(notebooks: Path = ROOT / "notebooks", build: Path = BUILD, timeout: int 
     print(f"  prepare: {_fmt_seconds(prep['seconds'])}")
     for r in results:
         memory = f"{r.peak_memory_bytes / 1e6:,.0f} MB" if r.peak_memory_bytes else "?"
-        claims = "{holds} held, {differs} contradicted, {unsettled} unsettled".format(
-            **{k: len(v) for k, v in r.claims.items()}
-        )
+        claims = (
+            "{holds} held, {differs} contradicted, {unsettled} unsettled, {elsewhere} not for this CPU"
+            + (", {untimed} not timed" if r.claims["untimed"] else "")
+        ).format(**{k: len(v) for k, v in r.claims.items()})
         print(
             f"  {r.notebook.name:<40} {'ok' if r.ok else 'FAILED':<7} {_fmt_seconds(r.seconds):>9} "
             f"{memory:>9} peak, claims: {claims}  -> {r.output}"
@@ -291,7 +322,7 @@ def bench(quick: bool = False, out: Path = BUILD / "bench") -> int:
 def make_release(out: Path = BUILD / "release", package_file: bool = True) -> int:
     """Write the release's files from the verified cache; print their sizes and what to upload where."""
     from .. import release
-    from .release import write_release
+    from .publish import write_release
 
     t0 = time.perf_counter()
     target = release.RELEASE_FILE if package_file else None
@@ -406,30 +437,74 @@ def notebooks(check: bool = False) -> int:
     return 0
 
 
-def reference(action: str = "show", source: str | None = None, commit: str | None = None) -> int:
-    """`record`: store this machine's run as its CPU class's reference run and regenerate the lessons;
-    `show`: list the stored reference runs and this machine's class."""
+def reference(
+    action: str = "show",
+    source: str | None = None,
+    commit: str | None = None,
+    into: str | None = None,
+    name: str | None = None,
+    keep_measured: bool = False,
+) -> int:
+    """`record`: store the last full run as its CPU class's reference run (figures and claims'
+    verdicts) and regenerate the lessons; `ledger --name N`: store only its claims' verdicts, as an
+    extra ledger (weights from another seed, say); `check`: the claims across every stored ledger;
+    `show`: list the stored reference runs, their ledgers and this machine's class."""
     from ..reference import cpu_class, reference_runs
-    from . import reference as course_reference
+    from . import recording as course_reference
 
-    if action == "record":
+    if action in ("record", "ledger"):
         try:
-            path = course_reference.record(source=source, commit=commit)
-        except course_reference.ReferenceError as exc:
+            if action == "record":
+                path = course_reference.record(
+                    source=source, commit=commit, into=into, keep_measured=keep_measured
+                )
+            else:
+                if not name:
+                    print(
+                        "`reference ledger` needs --name, e.g. --name 'Intel Xeon, seed 2'", file=sys.stderr
+                    )
+                    return 2
+                path = course_reference.record_ledger(name, commit=commit)
+        except course_reference.ReferenceRunError as exc:
             print(exc, file=sys.stderr)
             return 1
-        print(f"Recorded {cpu_class().label} in {path.relative_to(ROOT)}")
-        return notebooks()
+        print(f"Recorded {path.relative_to(ROOT)}")
+        status = notebooks() if action == "record" else 0
+        return max(status, _ledger_check())
+    if action == "check":
+        return _ledger_check()
     here = cpu_class()
     for run in reference_runs():
         count = sum(len(v) for v in run.figures.values())
         mark = "  <- this machine's class" if run.cpu_class == here.slug else ""
         print(f"{run.label}: {count} figures, commit {run.commit}, {run.date[:10]}{mark}")
+    for ledger in course_reference.ledgers():
+        counts = ", ".join(f"{n} {verdict}" for verdict, n in sorted(ledger.counts().items()))
+        print(f"  ledger {ledger.name} (commit {ledger.commit}): {counts}")
     if here.slug not in {run.cpu_class for run in reference_runs()}:
         print(
             f"This machine ({here.label}) is a new CPU class: `make run`, then `python -m course_lib reference record`."
         )
     return 0
+
+
+def _ledger_check() -> int:
+    """Print every contradicted claim of every stored ledger and every sentence held on one and
+    contradicted on another; 1 if there is any."""
+    from . import recording as course_reference
+
+    found = course_reference.ledgers()
+    against = course_reference.contradictions(found)
+    clashes = course_reference.conflicts(found)
+    for line in against:
+        print(f"contradicted: {line}")
+    for conflict in clashes:
+        print(f"conflict: {conflict}")
+    print(
+        f"{len(found)} ledgers, {sum(sum(ledger.counts().values()) for ledger in found)} verdicts: "
+        f"{len(against)} contradicted, {len(clashes)} held on one and contradicted on another."
+    )
+    return 1 if against or clashes else 0
 
 
 def launch(check: bool = False) -> int:
@@ -476,19 +551,42 @@ def audit(
     batch: tuple[int, ...] = (1, 32),
     out: Path | None = None,
     progress: bool = True,
+    serve_batch: int | None = None,
+    output: str | None = None,
+    metric: str | None = None,
+    metric_tolerance: float = 0.02,
+    runtimes: str | None = None,
 ) -> int:
-    """`audit`: the variants of MODEL that fit it and this CPU, measured; print the decision and the files."""
+    """`audit`: the variants of MODEL that fit it and this CPU, measured; print the decision, the
+    Python call that rebuilds the recommended file, and the files."""
     from ..audit import AuditError
     from ..audit import audit as run_audit
 
     out = out if out is not None else BUILD / "audit" / model.stem
+    openvino = None if runtimes is None else "openvino" in runtimes.split(",")
     try:
-        result = run_audit(model, inputs, labels=labels, batch=batch, out=out, progress=progress)
+        result = run_audit(
+            model,
+            inputs,
+            labels=labels,
+            batch=batch,
+            out=out,
+            progress=progress,
+            serve_batch=serve_batch,
+            output=output,
+            metric=metric,
+            metric_tolerance=metric_tolerance,
+            openvino=openvino,
+        )
     except AuditError as exc:
         print(f"Cannot audit {model}: {exc}", file=sys.stderr)
         return 2
     print()
     print(result._repr_markdown_())
+    if result.rebuild:
+        print(f"To rebuild {result.recommended_path.name} from {model.name}:")
+        print()
+        print(result.rebuild)
     files = ", ".join(str(path) for path in result.files.values())
     print(f"Audit finished in {_fmt_seconds(result.seconds)}; report: {files}")
     return 0
@@ -524,6 +622,12 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--notebooks", type=Path, default=ROOT / "notebooks")
     r.add_argument("--build", type=Path, default=BUILD)
     r.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds per notebook")
+    r.add_argument(
+        "--cpu-mask",
+        default=None,
+        help="run as another CPU class: hide features from CPUID (avx2, avx512-vnni); timings stay the host's",
+    )
+    r.add_argument("--lessons", default=None, help="only these lessons, e.g. 01,03b (default: all)")
     r.set_defaults(func=run)
     b = sub.add_parser(
         "bench", help="every INT8 variant against fp32, timed in turn; JSON and plot in build/bench"
@@ -551,7 +655,14 @@ def _parser() -> argparse.ArgumentParser:
     rf = sub.add_parser(
         "reference", help="the reference runs: show them, or record this machine's (after `run`)"
     )
-    rf.add_argument("action", nargs="?", choices=("show", "record"), default="show")
+    rf.add_argument("action", nargs="?", choices=("show", "record", "ledger", "check"), default="show")
+    rf.add_argument("--into", default=None, help="record: the stored class a masked run stands in for")
+    rf.add_argument("--name", default=None, help="ledger: the extra ledger's name, e.g. 'Intel Xeon, seed 2'")
+    rf.add_argument(
+        "--keep-measured",
+        action="store_true",
+        help="record of a masked run: keep the figures the class's own run measured, fill only the others",
+    )
     rf.add_argument("--source", default=None, help="how the figures were measured (stored with them)")
     rf.add_argument("--commit", default=None, help="the commit the lessons ran at (default: HEAD)")
     rf.set_defaults(func=reference)
@@ -595,6 +706,41 @@ def _parser() -> argparse.ArgumentParser:
     au.add_argument("--labels", type=Path, default=None, help="class indices, one per sample (.npy)")
     au.add_argument(
         "--batch", type=_batch_sizes, default=(1, 32), help="batch sizes to time, e.g. 1,32 (default)"
+    )
+    au.add_argument(
+        "--serve-batch",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the batch you serve (1 for an online service): the decision reads it, and it is timed "
+        "(default: the largest batch timed)",
+    )
+    au.add_argument(
+        "--output",
+        default=None,
+        metavar="NAME",
+        help="the float output(s) the quality rule compares, NAME or NAME,NAME, or 'all' to judge each "
+        "(default: the first float output)",
+    )
+    au.add_argument(
+        "--metric",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="your task's metric instead of the output rule: module:function or file.py:function, called "
+        "as f(outputs, inputs, labels) -> (value, higher_is_better) for fp32 and each variant",
+    )
+    au.add_argument(
+        "--metric-tolerance",
+        type=float,
+        default=0.02,
+        metavar="FRACTION",
+        help="how far a variant's metric may be from fp32's on the worse side, relative (default 0.02)",
+    )
+    au.add_argument(
+        "--runtimes",
+        choices=("onnxruntime", "onnxruntime,openvino"),
+        default=None,
+        help="onnxruntime alone, or with OpenVINO as the second runtime (default: OpenVINO too where installed)",
     )
     au.add_argument(
         "--out", type=Path, default=None, help="folder for variants and reports (build/audit/MODEL)"

@@ -34,7 +34,7 @@ SPEED = ("speedup", "speedup_low", "speedup_high")  # a ratio of medians and its
 TEXT_ENCODER_DYNAMIC = Read(
     "02", TEXT_ENCODER, ("dynamic int8 per-channel",), ("speedup_vs_optimized_b16", "cos_min")
 )
-RESNET_DYNAMIC = Read("02", RESNET18, ("dynamic int8",), ("speedup_b32", "fp32_accuracy", "int8_accuracy"))
+RESNET_DYNAMIC = Read("02b", RESNET18, ("dynamic int8",), ("speedup_b32", "fp32_accuracy", "int8_accuracy"))
 MLP_DYNAMIC = Read("02", MOONS_MLP, ("dynamic int8",), ("speedup",))
 # Lessons 03 and 04: the variant each shipped, with reduce_range where the CPU's U8S8 kernels saturate.
 RESNET_STATIC = Read("03", RESNET18, ("QDQ U8S8", "QDQ U8S8, reduce_range"), ("speedup_b64", "size_ratio"))
@@ -42,18 +42,19 @@ RESNET_ACCEPTED = Read(
     "04", RESNET18, ("per-channel", "per-channel, reduce_range"), ("accuracy", "fp32_accuracy", "agreement")
 )
 SPEED_05 = Read("05", None, (), SPEED)  # every INT8 variant of lesson 05 against fp32
+SPEED_05B = Read("05b", None, (), SPEED)  # lesson 05b: the text encoder and the QDQ files on OpenVINO
 # Lesson 06: the 4-bit weight-only text encoder, blocks of 32, asymmetric, beside its fp32 file.
 FOUR_BIT = Read("06", TEXT_ENCODER, ("4-bit, blocks of 32, asymmetric",), ("fp32_bytes", "cos_min"))
-# Lesson 06: static INT8 on the text encoder beside dynamic INT8, both on the held-out sentences.
+# Lesson 06b: static INT8 on the text encoder beside dynamic INT8, both on the held-out sentences.
 STATIC_TEXT_ENCODER = Read(
-    "06",
+    "06b",
     TEXT_ENCODER,
     ("static INT8, representative calibration", "dynamic INT8, per-channel (lesson 02)"),
     ("cos_min", "speedup_b16"),
 )
-# Lesson 06: 4-bit weights on the ResNet18, after training and with quantization-aware training.
+# Lesson 06b: 4-bit weights on the ResNet18, after training and with quantization-aware training.
 QAT = Read(
-    "06",
+    "06b",
     RESNET18,
     ("QAT (10 steps), 4-bit weights", "PTQ, 4-bit weights"),
     ("accuracy", "fp32_accuracy", "train_seconds", "codes_differing", "codes"),

@@ -2,7 +2,7 @@
 
 The sources in `notebooks/src/` are what authors edit. From them come, in this order:
 
-1. the reference blocks in their markdown, from the stored reference runs (`reference`);
+1. the reference blocks in their markdown, from the stored reference runs (`recording`);
 2. the badges and the Colab setup cell of each source, the `.ipynb` of each source (the instructor
    edition) and the README's lesson links (`launch`);
 3. the committed student edition in `notebooks/student/` (`editions`).
@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import editions, launch, reference
+from . import editions, launch, recording
 from .paths import ROOT
 
 
 def regenerate(root: Path = ROOT, dry_run: bool = False) -> list[Path]:
     """Rewrite what is out of date (with `dry_run`, only list it); return those files."""
-    changed = reference.write(root, dry_run=dry_run)
+    changed = recording.write(root, dry_run=dry_run)
     changed += [p for p in launch.write(root, dry_run=dry_run) if p not in changed]
     changed += editions.sync_student_edition(root / "notebooks", dry_run=dry_run)
     return changed

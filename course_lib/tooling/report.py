@@ -30,11 +30,15 @@ from .paths import BUILD
 
 LESSON_TITLES = {
     "02": "02 · dynamic quantization",
+    "02b": "02b · dynamic quantization in depth (optional)",
     "03": "03 · static QDQ and calibration",
     "03b": "03b · calibration deep dive (optional)",
     "04": "04 · parity",
+    "04b": "04b · where errors gather (optional)",
     "05": "05 · hardware and speed",
+    "05b": "05b · measuring traps and a second runtime (optional)",
     "06": "06 · past W8A8",
+    "06b": "06b · static INT8 and QAT (optional)",
     keys.BENCH: "the benchmark (python -m course_lib bench)",
 }
 
@@ -275,7 +279,7 @@ def _cpu_speedup(latest: Latest) -> str | None:
         (key, e)
         for key, e in latest.items()
         if (
-            key[0] == keys.SPEED_05.lesson
+            key[0] in (keys.SPEED_05.lesson, keys.SPEED_05B.lesson)
             or (key[0] == keys.SPEED_BENCH.lesson and f"vs {keys.FP32_BASELINE}" in key[2])
         )
         and e.get("metrics", {}).get(speedup) is not None
@@ -285,7 +289,11 @@ def _cpu_speedup(latest: Latest) -> str | None:
     openvino = [(k, e) for k, e in found if _openvino(e) and _ran_int8_file(k) and _at_batch_64(k, e)]
     if not onnxruntime and not openvino:
         return None
-    where = {keys.SPEED_05.lesson: "lesson 05", keys.SPEED_BENCH.lesson: "the benchmark"}
+    where = {
+        keys.SPEED_05.lesson: "lesson 05",
+        keys.SPEED_05B.lesson: "lesson 05b",
+        keys.SPEED_BENCH.lesson: "the benchmark",
+    }
 
     def case(key: tuple[str, str, str], e: dict, model: bool = False) -> str:
         variant = re.sub(f" vs {keys.FP32_BASELINE}(?=,|$)", "", key[2])  # the bench's plain fp32 baseline
@@ -318,7 +326,7 @@ CLAIMS = (
         _text_encoder,
     ),
     Claim(
-        "02",
+        "02b",
         "ResNet18, dynamic INT8: 45 → 12 MB, 1.2x faster, about 0.1 % top-1 drop",
         "seed 000",
         _resnet_dynamic,
@@ -356,14 +364,14 @@ CLAIMS = (
         _four_bit,
     ),
     Claim(
-        "06",
+        "06b",
         "Static parameters avoid that runtime range calculation but can mismatch new inputs. [...] Neither "
         "method has a universal accuracy or latency advantage",
         "seed 004",
         _static_text_encoder,
     ),
     Claim(
-        "06",
+        "06b",
         "Quantization-aware training [...] does not guarantee that the final runtime implements every "
         "simulated operation identically",
         "seed 004",

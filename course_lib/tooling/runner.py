@@ -127,10 +127,22 @@ class MemoryWatch:
 
 def claim_lines(nb) -> dict[str, list[str]]:
     """The claim cells' verdict lines in an executed notebook, by verdict (course_lib.claims)."""
-    from ..claims import DIFFERS, ELSEWHERE, HOLDS, UNSETTLED
+    from ..claims import DIFFERS, ELSEWHERE, HOLDS, UNSETTLED, UNTIMED
 
-    found: dict[str, list[str]] = {"holds": [], "differs": [], "unsettled": [], "elsewhere": []}
-    prefixes = {HOLDS: "holds", DIFFERS: "differs", UNSETTLED: "unsettled", ELSEWHERE: "elsewhere"}
+    found: dict[str, list[str]] = {
+        "holds": [],
+        "differs": [],
+        "unsettled": [],
+        "elsewhere": [],
+        "untimed": [],
+    }
+    prefixes = {
+        HOLDS: "holds",
+        DIFFERS: "differs",
+        UNSETTLED: "unsettled",
+        ELSEWHERE: "elsewhere",
+        UNTIMED: "untimed",
+    }
     for cell in nb.cells:
         for output in cell.get("outputs", []):
             text = output.get("text", "") if output.get("output_type") == "stream" else ""
@@ -152,12 +164,16 @@ def execute_notebook(
     timeout: int = DEFAULT_TIMEOUT,
     cwd: Path | None = None,
     kernel_name: str = "python3",
+    env: dict[str, str] | None = None,
 ) -> NotebookRun:
     """Run every cell of `notebook` in a fresh kernel; save the executed copy under `output_dir`.
 
     An error in a cell stops the run and is reported with the cell's number; the partly
-    executed notebook is still saved so the traceback can be read in it.
+    executed notebook is still saved so the traceback can be read in it. `env` adds variables to
+    the kernel's environment (a masked CPU's, say: `cpumask.environment`).
     """
+    import os
+
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
@@ -181,7 +197,7 @@ def execute_notebook(
     error = None
     with MemoryWatch() as memory:
         try:
-            client.execute()
+            client.execute(**({"env": os.environ | env} if env else {}))
         except CellExecutionError as exc:
             error = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
         except (CellTimeoutError, DeadKernelError, TimeoutError) as exc:

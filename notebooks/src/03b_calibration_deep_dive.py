@@ -32,7 +32,8 @@
 #
 # - MinMax, Entropy and Percentile pick different ranges for the same tensors. ONNX Runtime's
 #   Entropy, with its default 128 bins, picks exactly MinMax's ranges; with 2,048 bins it clips,
-#   and on this model that costs agreement. Percentile matches MinMax within the noise.
+#   and on this model that costs agreement. Percentile agrees at least as often as MinMax: within
+#   the noise, or a little more often, with the weights of some runs.
 # - A few dozen calibration images already set this model's ranges; without a stride, calibration's
 #   peak memory grows with the set size, and `CalibStridedMinMax` keeps it flat.
 # - QDQ and QOperator files hold the same weights; the session turns the QDQ file into the
@@ -148,8 +149,13 @@ for label, same in same_as_minmax.items():
 cl.claim(
     "Entropy with 128 bins picks exactly MinMax's range for every tensor",
     same_as_minmax["Entropy"] == len(ranges),
+    depends=("runtime", "weights"),
 )
-cl.claim("Entropy with 2,048 bins clips most tensors", same_as_minmax["Entropy, 2048 bins"] < len(ranges) / 2)
+cl.claim(
+    "Entropy with 2,048 bins clips most tensors",
+    same_as_minmax["Entropy, 2048 bins"] < len(ranges) / 2,
+    depends=("runtime", "weights"),
+)
 
 # %% [markdown]
 # The **calibration explorer**: pick a tensor to see its values on the 500 validation images (which
@@ -171,8 +177,9 @@ explorer = calibration_explorer(values, {name: ranges[name] for name in shown}, 
 # the calibrator's place. Each model is scored on the 10,000 test images, and compared with the
 # MinMax model on the same images (the paired difference in agreement with fp32).
 #
-# On this model clipping does not pay. Entropy through `quantize_static` is the MinMax model
-# itself, and Percentile 99.999 agrees with fp32 as often as MinMax does, within the noise. Entropy
+# On this model clipping buys little. Entropy through `quantize_static` is the MinMax model itself,
+# and Percentile 99.999, which clips only the rarest values, agrees with fp32 at least as often as
+# MinMax does: within the noise with some trained weights, a little more often with others. Entropy
 # with 2,048 bins clips hardest, and loses agreement by several points: the tails it cut carried
 # values the network needs. Histogram methods also cost more time and memory than MinMax, because
 # they keep a histogram per tensor; the 2,048-bin search is by far the slowest.
@@ -180,8 +187,9 @@ explorer = calibration_explorer(values, {name: ranges[name] for name in shown}, 
 # <!-- reference: agreement with fp32 on the 10,000 test images: MinMax {minmax_agreement:.2f} %,
 # Percentile 99.999 {percentile_agreement:.2f} %, Entropy with 2,048 bins {entropy2048_agreement:.2f} % -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
+# - **AVX2 only, emulated** (commit 10048ed, emulated: CPUID masked on an Intel Xeon): agreement with fp32 on the 10,000 test images: MinMax 99.77 %, Percentile 99.999 99.71 %, Entropy with 2,048 bins 96.31 %
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): agreement with fp32 on the 10,000 test images: MinMax 99.76 %, Percentile 99.999 99.78 %, Entropy with 2,048 bins 95.23 %
+# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): agreement with fp32 on the 10,000 test images: MinMax 99.68 %, Percentile 99.999 99.74 %, Entropy with 2,048 bins 96.35 %
 # <!-- /reference -->
 
 # %%
@@ -224,13 +232,21 @@ for label, s in by_method.items():
     )
 display(Markdown(measure.markdown_table(rows)))
 entropy_same = np.array_equal(by_method["Entropy"].logits, minmax.logits)
-cl.claim("Entropy through quantize_static gives exactly the MinMax model", entropy_same)
+cl.claim("Entropy through quantize_static gives exactly the MinMax model", entropy_same, depends="runtime")
 percentile = by_method["Percentile 99.999"].parity.compare(minmax.parity, "agreement")
 cl.claim(
-    "Percentile 99.999 agrees as often as MinMax, within the noise", percentile.is_noise, str(percentile)
+    "Percentile 99.999 agrees at least as often as MinMax (within the noise, or more often)",
+    percentile.is_noise or percentile.points > 0,
+    str(percentile),
+    depends=("weights", "cpu"),
 )
 fine = by_method["Entropy, 2048 bins"].parity.compare(minmax.parity, "agreement")
-cl.claim("Entropy with 2,048 bins loses agreement against MinMax", fine.high < 0, str(fine))
+cl.claim(
+    "Entropy with 2,048 bins loses agreement against MinMax",
+    fine.high < 0,
+    str(fine),
+    depends=("weights", "cpu"),
+)
 
 # %% [markdown]
 # **Exercise A** (below, with the others) asks you to find a percentile that does at least as well
@@ -265,9 +281,15 @@ for count, s in by_size.items():
 display(Markdown(measure.markdown_table(size_rows)))
 
 # %%
-cl.claim("Ten images let more real values saturate than 500", share[10] > share[500])
+cl.claim(
+    "Ten images let more real values saturate than 500", share[10] > share[500], depends=("weights", "data")
+)
 steady = all(by_size[c].parity.compare(default.parity, "agreement").is_noise for c in (50, 500))
-cl.claim("From 50 images on, agreement stays within the noise of the 200-image default", steady)
+cl.claim(
+    "From 50 images on, agreement stays within the noise of the 200-image default",
+    steady,
+    depends=("weights", "cpu"),
+)
 
 # %% [markdown]
 # **Memory.** How much memory calibration needs depends on the method. ONNX Runtime's MinMax
@@ -286,8 +308,9 @@ cl.claim("From 50 images on, agreement stays within the noise of the 200-image d
 # {mm_mb_500:.0f} MB; Percentile {pct_mb_50:.0f} and {pct_mb_500:.0f} MB without a stride,
 # {pct_mb_50_strided:.0f} and {pct_mb_500_strided:.0f} MB with a stride of 50 -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only**: not measured on this CPU yet.
+# - **AVX2 only, emulated** (commit 10048ed, emulated: CPUID masked on an Intel Xeon): peak memory calibration added, 50 and then 500 images: MinMax 179 and 179 MB; Percentile 180 and 478 MB without a stride, 180 and 182 MB with a stride of 50
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): peak memory calibration added, 50 and then 500 images: MinMax 187 and 187 MB; Percentile 178 and 479 MB without a stride, 178 and 178 MB with a stride of 50
+# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): peak memory calibration added, 50 and then 500 images: MinMax 179 and 179 MB; Percentile 180 and 480 MB without a stride, 180 and 182 MB with a stride of 50
 # <!-- /reference -->
 
 # %%
@@ -320,11 +343,20 @@ cl.claim(
     "MinMax's peak memory hardly grows with the set size",
     growth("MinMax") < 50,
     f"+{growth('MinMax'):.0f} MB",
+    depends="runtime",
 )
 cl.claim(
-    "Without a stride, Percentile's peak memory grows with the set size", plain > 100, f"+{plain:.0f} MB"
+    "Without a stride, Percentile's peak memory grows with the set size",
+    plain > 100,
+    f"+{plain:.0f} MB",
+    depends="runtime",
 )
-cl.claim("CalibStridedMinMax keeps Percentile's flat", strided < 0.25 * plain, f"+{strided:.0f} MB")
+cl.claim(
+    "CalibStridedMinMax keeps Percentile's flat",
+    strided < 0.25 * plain,
+    f"+{strided:.0f} MB",
+    depends="runtime",
+)
 
 # %% [markdown]
 # ## 3. QDQ versus QOperator
@@ -372,17 +404,20 @@ for label, path in (("QDQ", qdq), ("QOperator", qop)):
 cl.claim(
     "The QDQ and QOperator files are about the same size",
     abs(qop.stat().st_size / qdq.stat().st_size - 1) < 0.02,
+    depends="runtime",
 )
 cl.claim(
     "The session runs the QOperator file on integer kernels too",
     ran["QOperator"].integer_count == ran["QDQ"].integer_count,
+    depends=("cpu", "runtime"),
 )
 
 # %% [markdown]
 # ## 4. Summary
 #
 # - MinMax, Entropy and Percentile trade clipping against resolution. On this model clipping did
-#   not pay: Percentile matched MinMax within the noise, and Entropy with 2,048 bins lost agreement.
+#   not pay much: Percentile agreed at least as often as MinMax, and Entropy with 2,048 bins lost
+#   agreement.
 #   MinMax, the cheapest, is a sound default; measure before you switch.
 # - ONNX Runtime's Entropy needs more than its default 128 bins to clip at all; `TensorQuantOverrides`
 #   hands `quantize_static` ranges found any way you like.
@@ -499,4 +534,5 @@ cl.save_figures(
         "qoperator_speedup_b64": qop_scored.speedup,
         "qdq_integer_ops": ran["QDQ"].integer_count,
     },
+    timed=["qoperator_speedup_b64"],
 )

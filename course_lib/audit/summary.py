@@ -16,31 +16,49 @@ from typing import TYPE_CHECKING, Any
 
 from .. import measure
 from ..units import format_duration
-from .decide import LESSONS, ratio_text
+from .decide import LESSONS, MIN_SPEEDUP, ratio_text, rule_words
 
 if TYPE_CHECKING:
-    from .run import AuditResult
+    from .findings import AuditResult
 
 LESSON_TITLES = {
     "02_dynamic_quantization.ipynb": "lesson 02, dynamic quantization",
+    "02b_dynamic_in_depth.ipynb": "lesson 02b, dynamic quantization in depth",
     "03_static_qdq.ipynb": "lesson 03, static QDQ and calibration",
     "04_parity.ipynb": "lesson 04, parity",
     "05_hardware_and_speed.ipynb": "lesson 05, hardware and speed",
+    "04b_where_errors_gather.ipynb": "lesson 04b, where errors gather",
+    "05b_measuring_and_runtimes.ipynb": "lesson 05b, measuring traps and a second runtime",
     "06_past_w8a8.ipynb": "lesson 06, past W8A8",
+    "06b_static_int8_and_qat.ipynb": "lesson 06b, static INT8 and QAT",
 }
 
 # What each kind of verdict means, in the course's words.
 MEANING = {
     "recommended": "Ship this one: it answers as fp32 does by the quality rule, the whole interval of its speed "
-    "ratio lies above 1.0x, and no other passing variant is clearly faster.",
+    f"ratio lies at or above {MIN_SPEEDUP:.2f}x, and no other passing variant is clearly faster.",
     "tied": "As fast as the choice within the noise of this run: the two intervals overlap, so neither can be "
     "called faster. The choice is the one closer to fp32 (then the smaller file).",
-    "slower than the choice": "Passes, and is faster than fp32, but its interval lies wholly below the choice's.",
-    "not faster": "Passes the quality rule, but the interval of its speed ratio reaches 1.0x or lies below it: "
-    "on this CPU it buys a smaller file, not speed. Time it on the machine you deploy on.",
+    "slower than the choice": "Passes, and is clearly faster than fp32, but its interval lies wholly below the "
+    "choice's.",
+    "not faster": f"Passes the quality rule, but the interval of its speed ratio reaches below {MIN_SPEEDUP:.2f}x: "
+    f"it is not {MIN_SPEEDUP - 1:.0%} faster however this run's noise fell, so on this CPU it buys a smaller file, "
+    "not speed worth a second file. Time it on the machine you deploy on.",
     "not timed": "Passes, but no timing exists at the batch the decision is made at.",
     "fails": "Answers too differently from fp32 on the evaluation samples; the rule's advice says where to look "
     "first.",
+    "refused": "The runtime would not compile this file with these settings on this CPU: a valid file can be "
+    "refused on one CPU and run on the next, since a runtime picks its kernels per CPU and precision.",
+}
+
+
+# The same kinds across runtimes, where every ratio is against ONNX Runtime's fp32.
+RUNTIME_MEANING = {
+    "recommended": "Ship this file on this runtime: it passes the quality rule, and the whole interval of its "
+    f"speed ratio against ONNX Runtime's fp32 lies at or above {MIN_SPEEDUP:.2f}x, and no other row is clearly "
+    "faster.",
+    "not faster": f"Passes the quality rule, but the interval of its speed ratio against ONNX Runtime's fp32 reaches "
+    f"below {MIN_SPEEDUP:.2f}x on this CPU.",
 }
 
 
@@ -108,7 +126,65 @@ def summary_markdown(result: AuditResult) -> str:
         head = f"**Recommended: {d.recommended}** ({result.recommended_path}). {d.reason[0].upper()}{d.reason[1:]}."
     else:
         head = f"**No variant recommended**: {d.reason}."
-    return "\n\n".join([head, table(result)]) + "\n"
+    rule = (
+        f"Decided at {d.decided_at}; quality decided by {result.decided_by or result.rule}; speed: "
+        f"{rule_words(d.min_speedup)}."
+    )
+    parts = [head, rule]
+    runtime = runtime_line(result)
+    if runtime:
+        parts.append(runtime)
+    return "\n\n".join([*parts, table(result)]) + "\n"
+
+
+def runtime_line(result: AuditResult) -> str:
+    """The decision across runtimes, in a sentence (empty when no second runtime ran)."""
+    d, choice = result.runtime_decision, result.runtime_choice
+    if d is None:
+        return ""
+    if choice is None:
+        return (
+            f"**Across runtimes** (ONNX Runtime and {_ov_name(result)}): nothing is clearly faster than ONNX "
+            f"Runtime's fp32 at batch {d.batch}; keep ONNX Runtime and the fp32 file."
+        )
+    settings = ", ".join(f"{k}={v}" for k, v in choice["settings"].items()) or "default settings"
+    how = choice["variant"] if choice["runtime"] == "ONNX Runtime" else f"{choice['variant']}, {settings}"
+    return (
+        f"**Across runtimes: {choice['runtime']}** with `{Path(choice['path']).name}` ({how}). "
+        f"{d.reason[0].upper()}{d.reason[1:]}."
+    )
+
+
+def _ov_name(result: AuditResult) -> str:
+    return next((r.runtime for r in result.runtime_runs), "OpenVINO")
+
+
+def runtime_table(result: AuditResult) -> str:
+    """The second runtime's rows: each file compiled (or refused), its quality, its speed against
+    ONNX Runtime's fp32 at the decision's batch, and its verdict across runtimes."""
+    d = result.runtime_decision
+    batch = d.batch if d else result.decision.batch
+    rows = []
+    for r in result.runtime_runs:
+        kind, _ = d.verdicts.get(r.name, ("-", "")) if d else ("-", "")
+        rows.append(
+            {
+                "run": r.name,
+                "file": Path(r.path).name,
+                "settings": ", ".join(f"{k}={v}" for k, v in r.settings.items()) or "default",
+                "float precision": r.precision or "-",
+                "quality": "-"
+                if r.quality is None
+                else ("✔ " if r.quality.passes else "✘ ") + r.quality.text,
+                f"speed, batch {batch} (ONNX Runtime fp32 = 1.00x)": ratio_text(r.speed_tuple(batch))
+                if batch in r.speed
+                else f"refused: {r.refusal.said}"
+                if r.refusal
+                else "-",
+                "verdict": kind,
+            }
+        )
+    return measure.markdown_table(rows)
 
 
 def to_markdown(result: AuditResult) -> str:
@@ -120,14 +196,17 @@ def to_markdown(result: AuditResult) -> str:
         summary_markdown(result).rstrip(),
         "",
         f"CPU: {result.cpu}. Speed is fp32's median time over the variant's, timed in turn with fp32 "
-        f"(`measure.compare_latency`), with a 90 % bootstrap interval; the decision is made at batch {d.batch}, "
-        f"the largest asked. Peak memory: resident memory a fresh process adds to load and run batch "
+        f"(`measure.compare_latency`), with a 90 % bootstrap interval; the decision is made at {d.decided_at}, "
+        f"and a variant counts as faster only when it is {rule_words(d.min_speedup)} "
+        f"(`LatencyComparison.speedup_at_least({d.min_speedup:.2f})`, as lessons 02 and 05 ask). Peak memory: "
+        f"resident memory a fresh process adds to load and run batch "
         f"{max(result.batches)}. Integer kernels: compute ops of the graph ONNX Runtime runs that multiply in "
         f"integers. The audit took {format_duration(result.seconds)}.",
         "",
         "## The samples and the rule",
         "",
         f"- {result.split.describe()}.",
+        f"- Quality decided by {result.decided_by or result.rule}.",
         f"- Quality rule: {result.rule}.",
         *[f"- {note[0].upper()}{note[1:]}." for note in result.notes[1:]],
         "",
@@ -150,6 +229,10 @@ def to_markdown(result: AuditResult) -> str:
         lines.append(f"- **{v.name}**: {text}. {MEANING.get(kind, '')} See {_lesson_link(lesson, out)}.")
         if v.note:
             lines.append(f"  Built with: {v.note}; see {_lesson_link(v.lesson, out)}.")
+        if v.keep_float_why:
+            lines.append(
+                f"  Kept in float: {v.keep_float_why} ({_lesson_link('06b_static_int8_and_qat.ipynb', out)})."
+            )
         if v.sensitivity is not None:
             lines.append(
                 f"  qdq_loss_debug ranked its layers by {v.sensitivity.ranked_by} and proposed keeping "
@@ -166,6 +249,7 @@ def to_markdown(result: AuditResult) -> str:
                 )
     if not result.variants:
         lines.append("- No variant was measured.")
+    lines += _runtime_section(result)
     lines += ["", "## Skipped", ""]
     lines += [f"- **{s.name}**: {s.reason}. See {_lesson_link(s.lesson, out)}." for s in result.skipped] or [
         "- Nothing: every variant that fits was built and measured."
@@ -179,7 +263,7 @@ def to_markdown(result: AuditResult) -> str:
             "For each static variant that failed, ONNX Runtime's `qdq_loss_debug` compared it with fp32 tensor by "
             "tensor on calibration samples (SQNR in dB, higher is better; each bit is about 6 dB). A first layer "
             "whose input is tens of dB below the rest points at the calibration data, not at layers "
-            f"({_lesson_link('04_parity.ipynb', out)}). The worst layers were kept in float "
+            f"({_lesson_link('04b_where_errors_gather.ipynb', out)}). The worst layers were kept in float "
             "(`nodes_to_exclude`) and the variant built and measured once more: the row named '…, N layers in float'.",
         ]
         for v in debugged:
@@ -205,6 +289,18 @@ def to_markdown(result: AuditResult) -> str:
                 for layer in s.layers[:6]
             ]
             lines.append(measure.markdown_table(rows))
+    if result.rebuild:
+        lines += [
+            "",
+            "## Rebuild the recommended file",
+            "",
+            f"The calls that made `{result.recommended_path.name}` from `{result.model.name}`, with the options the "
+            "audit used (audit.json holds each variant's call as data, under `recipe`):",
+            "",
+            "```python",
+            result.rebuild.rstrip(),
+            "```",
+        ]
     lines += [
         "",
         "## Files",
@@ -215,6 +311,39 @@ def to_markdown(result: AuditResult) -> str:
     if result.recommended_path:
         lines.append(f"- The recommended file: `{result.recommended_path}`.")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _runtime_section(result: AuditResult) -> list[str]:
+    """The second runtime: what ran, its table, and each verdict with lesson 05b's link."""
+    out = result.out
+    lines = ["", "## A second runtime", ""]
+    if result.runtime_decision is None:
+        return [
+            *lines,
+            f"{result.runtime_note[0].upper()}{result.runtime_note[1:]}; see {_lesson_link('05b_measuring_and_runtimes.ipynb', out)}.",
+        ]
+    d = result.runtime_decision
+    lines += [
+        f"{result.runtime_note[0].upper()}{result.runtime_note[1:]}. Every ratio is against ONNX Runtime's fp32, so "
+        "the two runtimes' rows compare; the same quality rule and the same speed rule decide across them.",
+        "",
+        runtime_line(result),
+        "",
+        runtime_table(result),
+        "",
+    ]
+    # The ONNX Runtime rows were explained above; here OpenVINO's, and the choice wherever it runs.
+    ov_names = {r.name for r in result.runtime_runs}
+    for name, (kind, text) in d.verdicts.items():
+        if name not in ov_names and kind != "recommended":
+            continue
+        # Every verdict across runtimes is lesson 05b's (it compares the two); a failed rule is also lesson 04's.
+        also = f" The rule: {_lesson_link(LESSONS['fails'], out)}." if kind == "fails" else ""
+        lines.append(
+            f"- **{name}**: {text}. {RUNTIME_MEANING.get(kind, MEANING.get(kind, ''))} See "
+            f"{_lesson_link('05b_measuring_and_runtimes.ipynb', out)}.{also}"
+        )
+    return lines
 
 
 def _db(value: float | None) -> str:

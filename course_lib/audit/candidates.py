@@ -1,10 +1,14 @@
 """Which INT8 variants fit a model and this CPU, and building them with ONNX Runtime's own calls.
 
 work_shares     where the multiply-adds and the weights sit: Conv, MatMul, Gemm (`WorkShares`)
+activation_matmuls  the MatMuls of two activations (attention's queries by keys, weights by values)
 plan_variants   the variants to build, and those skipped with the reason (lessons 02, 03, 05, 06)
 pre_process     `quant_pre_process`, with `skip_symbolic_shape=True` when symbolic inference fails
 FeedReader      a CalibrationDataReader over sample rows of every input
-build           one variant: `quantize_dynamic`, `quantize_static` (QDQ) or `MatMulNBitsQuantizer`
+Recipe          one quantizer call as plain data: function, keyword arguments (enums by name), the
+                calibration reader described; it runs the call, and writes it as Python
+recipe_for      the Recipe of a planned variant; `build` runs it
+rebuild_code    the Python that rebuilds a variant from the fp32 model: pre-processing, then the call
 sensitive_layers  `qdq_loss_debug`: the layers that lose the most, to keep in float
 """
 
@@ -13,7 +17,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import tempfile
-from collections.abc import Mapping
+import textwrap
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,13 +126,48 @@ def work_shares(path: str | Path, sample_shapes: Mapping[str, tuple[int, ...]]) 
 # --------------------------------------------------------------------------------------------
 @dataclass
 class Plan:
-    """One variant to build: its name, the quantizer (`kind`: dynamic, static, 4-bit) and options."""
+    """One variant to build: its name, the quantizer (`kind`: dynamic, static, 4-bit) and options;
+    `keep_float`: nodes every build of it keeps in float (a static variant's MatMuls of two
+    activations), `keep_float_why` says why."""
 
     name: str
     kind: str
     options: dict[str, Any] = field(default_factory=dict)
     lesson: str = ""
     note: str = ""
+    keep_float: list[str] = field(default_factory=list)
+    keep_float_why: str = ""
+
+
+def activation_matmuls(path: str | Path) -> tuple[list[str], int]:
+    """The MatMuls (and Gemms) of `path` neither of whose two inputs is a constant (an initializer,
+    a Constant node, or computed from constants alone): in a transformer, attention's queries by
+    keys and its weights by values. Returns their names, in graph order, and how many have no name
+    (`nodes_to_exclude` cannot name those)."""
+    graph = onnx.load(str(path), load_external_data=False).graph
+    constant = {t.name for t in graph.initializer}
+    for node in graph.node:  # graph order is topological: a constant's producers come first
+        if node.op_type == "Constant" or (node.input and all(not i or i in constant for i in node.input)):
+            constant.update(node.output)
+    names, unnamed = [], 0
+    for node in graph.node:
+        if (
+            node.op_type in ("MatMul", "Gemm")
+            and len(node.input) >= 2
+            and not any(i in constant for i in node.input[:2])
+        ):
+            if node.name:
+                names.append(node.name)
+            else:
+                unnamed += 1
+    return names, unnamed
+
+
+ACTIVATION_MATMULS_WHY = (
+    "{n} MatMul(s) of two activations (attention's queries by keys and weights by values) kept in float "
+    "(nodes_to_exclude), as lesson 06b does: they have no weight to store in 8 bits, and quantizing them "
+    "calibrates ranges for attention scores and softmax weights, costing accuracy for little speed"
+)
 
 
 @dataclass
@@ -140,11 +180,18 @@ class Skipped:
 
 
 def plan_variants(
-    shares: WorkShares, *, saturates: bool, dot_product: bool
+    shares: WorkShares,
+    *,
+    saturates: bool,
+    dot_product: bool,
+    activation_products: Sequence[str] = (),
+    unnamed_products: int = 0,
 ) -> tuple[list[Plan], list[Skipped]]:
     """The variants that fit: dynamic where MatMul/Gemm do most multiply-adds; static QDQ U8S8
     per-channel and per-tensor (reduce_range where U8S8 can saturate); S8S8 per-channel, kept only
-    if its kernels turn out integer here; 4-bit weight-only where MatMuls hold most weights."""
+    if its kernels turn out integer here; 4-bit weight-only where MatMuls hold most weights.
+    `activation_products`: the MatMuls of two activations (`activation_matmuls`), which every static
+    variant keeps in float (`unnamed_products` more could not be named, and are said so)."""
     plans: list[Plan] = []
     skipped: list[Skipped] = []
     if not shares.weights:
@@ -167,7 +214,13 @@ def plan_variants(
                 "dynamic",
                 {"weight_type": "QInt8", "per_channel": True, **rr},
                 "02_dynamic_quantization.ipynb",
-                f"MatMul/Gemm do {matmul_work:.0%} of the multiply-adds: where dynamic quantization pays",
+                f"MatMul/Gemm do {matmul_work:.0%} of the multiply-adds: where dynamic quantization pays"
+                + (
+                    "; quantize_dynamic leaves MatMuls without a constant weight in float itself "
+                    "(its extra option MatMulConstBOnly, on by default)"
+                    if activation_products or unnamed_products
+                    else ""
+                ),
             )
         )
     else:
@@ -177,11 +230,11 @@ def plan_variants(
                 f"MatMul/Gemm do only {matmul_work:.0%} of the multiply-adds (Conv the rest): quantize_dynamic "
                 "turns Convs into ConvInteger, which quantizes every activation at run time and runs no faster "
                 "than fp32 on a CNN",
-                "02_dynamic_quantization.ipynb",
+                "02b_dynamic_in_depth.ipynb",
             )
         )
     # Static QDQ. On a MatMul model only the MatMuls/Gemms are quantized and their outputs stay
-    # float (lesson 06): quantizing LayerNorms and the rest costs accuracy and buys nothing.
+    # float (lesson 06b): quantizing LayerNorms and the rest costs accuracy and buys nothing.
     static = {"quant_format": "QDQ", "activation_type": "QUInt8", "weight_type": "QInt8"}
     if transformer_like:
         static |= {
@@ -189,30 +242,35 @@ def plan_variants(
             "extra_options": {"OpTypesToExcludeOutputQuantization": ["MatMul", "Gemm"]},
         }
     why_rr = "U8S8 kernels can saturate on this CPU (x86 without VNNI): reduce_range, as ONNX Runtime advises"
+    keep = list(activation_products)
+    why_keep = ACTIVATION_MATMULS_WHY.format(n=len(keep)) if keep else ""
+    if unnamed_products:
+        why_keep += (
+            ("; " if why_keep else "")
+            + f"{unnamed_products} more such MatMul(s) have no name, so nodes_to_exclude cannot keep them in float"
+        )
+
+    def static_plan(name: str, options: dict[str, Any], note: str) -> Plan:
+        return Plan(name, "static", options, "03_static_qdq.ipynb", note, keep, why_keep)
+
     plans.append(
-        Plan(
+        static_plan(
             f"static U8S8 per-channel{rr_name}",
-            "static",
             {**static, "per_channel": True, **rr},
-            "03_static_qdq.ipynb",
             why_rr if saturates else "",
         )
     )
     plans.append(
-        Plan(
+        static_plan(
             f"static U8S8 per-tensor{rr_name}",
-            "static",
             {**static, "per_channel": False, **rr},
-            "03_static_qdq.ipynb",
             why_rr if saturates else "",
         )
     )
     plans.append(
-        Plan(
+        static_plan(
             "static S8S8 per-channel",
-            "static",
             {**static, "activation_type": "QInt8", "per_channel": True},
-            "03_static_qdq.ipynb",
             "kept only if its kernels run integer here",
         )
     )
@@ -248,10 +306,19 @@ def plan_variants(
 # --------------------------------------------------------------------------------------------
 # Building
 # --------------------------------------------------------------------------------------------
-def pre_process(model: Path, out: Path, *, external_data: bool) -> str:
+@dataclass(frozen=True)
+class PreProcessed:
+    """What pre-processing did, in words (`note`), and the call that did it (`call`; None when the
+    model was quantized as it is)."""
+
+    note: str
+    call: Recipe | None
+
+
+def pre_process(model: Path, out: Path, *, external_data: bool) -> PreProcessed:
     """`quant_pre_process(model, out)`; when symbolic shape inference fails, again with
     `skip_symbolic_shape=True` (lesson 03), and when that fails too, the model as it is.
-    Returns what was done, in words."""
+    Returns what was done, in words, and the call."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     model, out = Path(model).resolve(), Path(out).resolve()
@@ -273,17 +340,24 @@ def pre_process(model: Path, out: Path, *, external_data: bool) -> str:
     ):
         try:
             quant_pre_process(str(model), str(out), **options)
-            return "pre-processed with quant_pre_process (symbolic shape inference, optimization, ONNX shape inference)"
+            return PreProcessed(
+                "pre-processed with quant_pre_process (symbolic shape inference, optimization, ONNX shape inference)",
+                Recipe("quant_pre_process", options),
+            )
         except Exception as first:  # noqa: BLE001 - any failure of the symbolic step: try without it
             why = f"{type(first).__name__}: {str(first)[:160]}"
         try:
             quant_pre_process(str(model), str(out), skip_symbolic_shape=True, **options)
-            return f"pre-processed with quant_pre_process(skip_symbolic_shape=True): symbolic shape inference failed ({why})"
+            return PreProcessed(
+                f"pre-processed with quant_pre_process(skip_symbolic_shape=True): symbolic shape inference failed ({why})",
+                Recipe("quant_pre_process", {"skip_symbolic_shape": True, **options}),
+            )
         except Exception as second:  # noqa: BLE001
             onnx.save(onnx.load(str(model)), str(out), save_as_external_data=external_data, location=location)
-            return (
+            return PreProcessed(
                 f"not pre-processed: quant_pre_process failed ({why}) and again without symbolic shapes "
-                f"({type(second).__name__}: {str(second)[:160]}); the model is quantized as it is"
+                f"({type(second).__name__}: {str(second)[:160]}); the model is quantized as it is",
+                None,
             )
 
 
@@ -310,6 +384,149 @@ class FeedReader(CalibrationDataReader):
         return -(-self.count // self.batch)
 
 
+# Where each call lives, and which keyword arguments are ONNX Runtime enums (named in the JSON).
+_MODULES = {
+    "quant_pre_process": "onnxruntime.quantization.shape_inference",
+    "quantize_dynamic": "onnxruntime.quantization",
+    "quantize_static": "onnxruntime.quantization",
+    "MatMulNBitsQuantizer": "onnxruntime.quantization.matmul_nbits_quantizer",
+}
+_ENUMS = {"weight_type": "QuantType", "activation_type": "QuantType", "quant_format": "QuantFormat"}
+
+
+@dataclass
+class Recipe:
+    """One call that writes a file from another, as plain data: the `function` (quant_pre_process,
+    quantize_dynamic, quantize_static, MatMulNBitsQuantizer), its keyword arguments (`kwargs`, JSON:
+    enums by name, e.g. "QInt8"), for quantize_static the calibration reader described (`reader`),
+    and for MatMulNBitsQuantizer the arguments of its save (`save`). The audit builds each variant by
+    `run`ning its recipe, so the recipe is the call that made the file, not a description of it."""
+
+    function: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    reader: dict[str, Any] | None = None
+    save: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "function": self.function,
+            "module": _MODULES[self.function],
+            "kwargs": self.kwargs,
+            "enums": {k: _ENUMS[k] for k in self.kwargs if k in _ENUMS},
+            "calibration_reader": self.reader,
+            "save": self.save or None,
+        }
+
+    def run(self, source: Path, target: Path, calibration: Mapping[str, np.ndarray] | None = None) -> Path:
+        """Make `target` from `source` with this call (a static one reads `calibration`, the rows the
+        reader described, `reader["batch"]` at a time)."""
+        from onnxruntime.quantization import quantize_dynamic, quantize_static
+        from onnxruntime.quantization.shape_inference import quant_pre_process
+
+        target.parent.mkdir(parents=True, exist_ok=True)
+        kwargs = quant_types(self.kwargs)
+        with _quiet_quantizer():
+            if self.function == "quant_pre_process":
+                quant_pre_process(str(source), str(target), **kwargs)
+            elif self.function == "quantize_dynamic":
+                quantize_dynamic(source, target, **kwargs)
+            elif self.function == "quantize_static":
+                batch = (self.reader or {}).get("batch", CALIBRATION_MOST_ROWS)
+                quantize_static(source, target, FeedReader(calibration or {}, batch=batch), **kwargs)
+            elif self.function == "MatMulNBitsQuantizer":
+                from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+                quantizer = MatMulNBitsQuantizer(onnx.load(str(source)), **kwargs)
+                quantizer.process()
+                quantizer.model.save_model_to_file(str(target), **self.save)
+            else:
+                raise ValueError(
+                    f"Unknown quantizer call {self.function!r}; expected one of {', '.join(_MODULES)}."
+                )
+        return target
+
+    def _arguments(self) -> str:
+        def value(key: str, v: Any) -> str:
+            return f"{_ENUMS[key]}.{v}" if key in _ENUMS else repr(v)
+
+        return ", ".join(f"{k}={value(k, v)}" for k, v in self.kwargs.items())
+
+    def python(self, source: str, target: str) -> list[str]:
+        """The call as lines of Python, from file `source` to file `target` (`reader` stands for the
+        calibration reader of a static call, described in a comment above it)."""
+        args = [f"{k}={_ENUMS[k]}.{v}" if k in _ENUMS else f"{k}={v!r}" for k, v in self.kwargs.items()]
+        if self.function == "MatMulNBitsQuantizer":
+            save = [f"{k}={v!r}" for k, v in self.save.items()]
+            return [
+                *_call("quantizer = MatMulNBitsQuantizer", [f"onnx.load({source!r})", *args]),
+                "quantizer.process()",
+                *_call("quantizer.model.save_model_to_file", [repr(target), *save]),
+            ]
+        if self.function == "quantize_static":
+            described = (self.reader or {}).get(
+                "description", "a CalibrationDataReader over the calibration samples"
+            )
+            comment = textwrap.wrap(f"reader: {described}", width=96)
+            return [
+                *(f"# {line}" for line in comment),
+                *_call(self.function, [repr(source), repr(target), "reader", *args]),
+            ]
+        return _call(self.function, [repr(source), repr(target), *args])
+
+    def imports(self) -> list[str]:
+        names = [self.function, *sorted({_ENUMS[k] for k in self.kwargs if k in _ENUMS})]
+        lines = [f"from {_MODULES[self.function]} import {', '.join(sorted(names))}"]
+        return (["import onnx"] if self.function == "MatMulNBitsQuantizer" else []) + lines
+
+
+def _call(function: str, arguments: list[str], width: int = 100) -> list[str]:
+    """`function(arguments)` on one line, or one argument a line when that is wider than `width`."""
+    line = f"{function}({', '.join(arguments)})"
+    if len(line) <= width:
+        return [line]
+    return [f"{function}(", *(f"    {a}," for a in arguments), ")"]
+
+
+def recipe_for(
+    plan: Plan,
+    *,
+    external_data: bool,
+    nodes_to_exclude: Sequence[str] | None = None,
+    calibration_batch: int = CALIBRATION_MOST_ROWS,
+    reader: Mapping[str, Any] | None = None,
+) -> Recipe:
+    """The quantizer call that builds `plan`: its options, its nodes kept in float (the plan's own
+    and `nodes_to_exclude`), the external-data flag; a static call's reader described by `reader`
+    (what the rows are) and `calibration_batch`."""
+    options = dict(plan.options)
+    excluded = list(dict.fromkeys([*plan.keep_float, *(nodes_to_exclude or [])]))
+    if plan.kind == "4-bit":
+        return Recipe(
+            "MatMulNBitsQuantizer",
+            options,
+            save={"use_external_data_format": external_data},
+        )
+    if excluded:
+        options["nodes_to_exclude"] = excluded
+    if external_data:
+        options["use_external_data_format"] = True
+    if plan.kind == "dynamic":
+        return Recipe("quantize_dynamic", options)
+    if plan.kind == "static":
+        described = {
+            "class": "course_lib.audit.candidates.FeedReader",
+            "batch": calibration_batch,
+            **(reader or {}),
+        }
+        described.setdefault(
+            "description",
+            f"a CalibrationDataReader over the calibration samples, {calibration_batch} at a time "
+            f"(course_lib.audit.candidates.FeedReader(rows, batch={calibration_batch}))",
+        )
+        return Recipe("quantize_static", options, described)
+    raise ValueError(f"Unknown variant kind {plan.kind!r}; expected dynamic, static or 4-bit.")
+
+
 def build(
     plan: Plan,
     fp32: Path,
@@ -321,35 +538,34 @@ def build(
     calibration_batch: int = CALIBRATION_MOST_ROWS,
 ) -> Path:
     """Write the variant `plan` of the pre-processed `fp32` file to `out` (a static one calibrated
-    `calibration_batch` rows at a time)."""
-    from onnxruntime.quantization import quantize_dynamic, quantize_static
+    `calibration_batch` rows at a time): `recipe_for(plan, ...).run(...)`."""
+    recipe = recipe_for(
+        plan,
+        external_data=external_data,
+        nodes_to_exclude=nodes_to_exclude,
+        calibration_batch=calibration_batch,
+    )
+    return recipe.run(fp32, out, calibration)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    extra = {"nodes_to_exclude": nodes_to_exclude} if nodes_to_exclude else {}
-    with _quiet_quantizer():
-        if plan.kind == "dynamic":
-            quantize_dynamic(
-                fp32, out, use_external_data_format=external_data, **quant_types(plan.options), **extra
-            )
-        elif plan.kind == "static":
-            reader = FeedReader(calibration or {}, batch=calibration_batch)
-            quantize_static(
-                fp32,
-                out,
-                reader,
-                use_external_data_format=external_data,
-                **quant_types(plan.options),
-                **extra,
-            )
-        elif plan.kind == "4-bit":
-            from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
-            quantizer = MatMulNBitsQuantizer(onnx.load(str(fp32)), **plan.options)
-            quantizer.process()
-            quantizer.model.save_model_to_file(str(out), use_external_data_format=external_data)
-        else:
-            raise ValueError(f"Unknown variant kind {plan.kind!r}; expected dynamic, static or 4-bit.")
-    return out
+def rebuild_code(model: str | Path, pre: Recipe | None, call: Recipe, target: str) -> str:
+    """The Python that rebuilds a variant from the fp32 `model`: the pre-processing call the audit
+    made (none when it quantized the model as it is), then the variant's call, writing `target`."""
+    model = str(model)
+    stem = Path(model).name.removesuffix(".onnx")
+    source = model if pre is None else f"{stem}.pre.onnx"
+    imports = sorted(
+        {line for r in (pre, call) if r is not None for line in r.imports()},
+        key=lambda line: (line.startswith("from"), line),
+    )
+    lines = [*imports, ""]
+    if pre is not None:
+        kwargs = dict(pre.kwargs)
+        if "external_data_location" in kwargs:
+            kwargs["external_data_location"] = f"{source}.data"
+        lines += Recipe(pre.function, kwargs).python(model, source)
+    lines += call.python(source, target)
+    return "\n".join(lines) + "\n"
 
 
 @contextlib.contextmanager
