@@ -273,11 +273,11 @@ def test_calibration_explorer_responds(browser, lab):
 
 
 def test_disagreement_browser_responds(browser, lab):
-    page = open_and_run_all(browser, lab, "04_parity.ipynb", timeout_s=600)
+    page = open_and_run_all(browser, lab, "04b_where_errors_gather.ipynb", timeout_s=600)
     widget, status, plot, text, src = shown_widget(page, ".disagreement-browser")
     main = (
         "per-channel, reduce_range" if u8s8_can_saturate() else "per-channel"
-    )  # lesson 04's production choice
+    )  # lesson 04's production choice, the browser's first variant in lesson 04b
     assert text.startswith(f"{main}:") and "disagreements with fp32 in 10,000 images" in text
     widget.locator(".widget-dropdown select").first.select_option(label="weak calibration")
     wait_until(

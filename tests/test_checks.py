@@ -117,7 +117,7 @@ def shared_input_int8(tmp_path_factory):
 
 def test_check_dynamic_quantize_prediction_wants_a_guess_first_and_an_answer(shared_input_int8):
     no_guess = checks.check_dynamic_quantize_prediction(None, 2, shared_input_int8)
-    assert not no_guess and "answer_4_guess first" in repr(no_guess)
+    assert not no_guess and "answer_3_guess first" in repr(no_guess)
     no_count = checks.check_dynamic_quantize_prediction(2, None, shared_input_int8)
     assert not no_count and "No answer yet" in repr(no_count)
 
