@@ -356,16 +356,13 @@ p999 = float(np.percentile(abs_w, 99.9))
 # more bit halves the step, which divides the error's power by four, $10 \log_{10} 4 \approx 6$:
 # hence the rule of thumb, 6 dB per bit.
 #
-# Clipping is a trade. It makes the step finer for every weight in the bulk, and gives each clipped
-# weight a large error: the distance from its value to the clipping point, many steps long. Which
-# side wins depends on how fine the step already is, and on how far the largest weights sit from
-# the bulk. On this tensor the largest |w| is a few times the 99.9th percentile, so clipping there
-# makes the step finer by that factor. At 8 bits the bulk's rounding error is already tiny, and the
-# tail's few large errors cost about as much as the bulk gains: clipping moves the SQNR by a dB or
-# two, up where the largest weights sit further out, down where they sit closer in. Which way it
-# goes depends on the weights trained here: the same recipe trained on another CPU, or with
-# another seed, gives other weights. At 4 bits every step is 16 times coarser, rounding error
-# dominates, and the same clipping wins by several dB, whatever the weights.
+# Clipping is a trade: a finer step for every weight in the bulk, a large error (many steps long)
+# for each clipped weight. On this tensor the largest |w| is a few times the 99.9th percentile, so
+# clipping there makes the step finer by that factor. At 8 bits the bulk's rounding error is already
+# tiny, and the tail's few large errors cost about as much as the bulk gains: the SQNR moves by a dB
+# or two, up or down with the weights trained here (another CPU or seed gives other weights). At 4
+# bits every step is 16 times coarser, rounding error dominates, and clipping wins by several dB,
+# whatever the weights.
 #
 # <!-- reference: {outlier_layer}: largest |w| {outlier_ratio:.2f}x the 99.9th percentile; SQNR at 8
 # bits {sqnr_minmax_int8:.1f} dB with min/max, {sqnr_clip_int8:.1f} dB clipped; at 4 bits
@@ -432,11 +429,9 @@ cl.claim(
 # every weight; clipping at the 99.9th percentile makes it finer, and the error of the bulk drops.
 # The price is paid by the 0.1% of weights in the tail, whose error rises, at 8 bits by orders of
 # magnitude.
-# At 8 bits the price and the gain come out close, and which one wins depends on the weights; at 4
-# bits the gain is far larger. So clipping is not a fix for outliers in itself: it pays where the
-# step is coarse. And even where the tensor's SQNR improves,
-# whether the trade is good depends on how much those few large weights matter to the model's
-# output, which a tensor-level number cannot tell you (lesson 04 measures it on predictions).
+# So clipping is not a fix for outliers in itself: it pays where the step is coarse. And even where
+# the tensor's SQNR improves, whether the trade is good depends on how much those few weights matter
+# to the output, which a tensor-level number cannot tell (lesson 04 measures predictions).
 #
 # **The trade-off as a curve.** Sweep the clipping point: keep the central p% of the weights and
 # clip the rest, for p from 90 to 100 (100 is min/max), at 8 and at 4 bits. Both curves fall, then

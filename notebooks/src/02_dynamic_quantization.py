@@ -22,9 +22,8 @@
 # in the file; on **every run** the model measures each activation tensor's min and max, picks a
 # scale and zero point from them, quantizes, multiplies in integers and converts back to float.
 #
-# *Jargon:* **dynamic quantization** is exactly that: weights quantized ahead of time, activations
-# quantized at run time from their own range. **Static** quantization (lesson 03) fixes the
-# activations' ranges ahead of time from calibration data instead.
+# **Static** quantization (lesson 03) fixes the activations' ranges ahead of time from calibration
+# data instead.
 #
 # Where dynamic quantization sits among the choices of *what* to quantize:
 #
@@ -40,19 +39,18 @@
 # > higher-precision arithmetic. Thus a smaller file does not prove that inference uses integer
 # > multiplication throughout."
 #
-# Weight-only quantization saves memory and memory traffic, not multiply-adds; the other two
-# quantize the activations as well, so the products themselves can run on integers.
+# Weight-only quantization saves memory traffic, not multiply-adds; the other two quantize the
+# activations too, so the products can run on integers.
 #
 # **What this lesson finds**, on the course's reference CPUs and, when you run it, on yours:
 #
-# - On a **transformer** (all-MiniLM-L6-v2), dynamic INT8 is faster than the optimized fp32 graph at
-#   batch 1 and batch 16, by an amount that depends on the CPU, and short of the speed-up a seed
-#   quotes. Per-channel weights keep the embeddings much closer to fp32 than per-tensor ones.
-# - On a **tiny MLP** the file shrinks about twice, and the speed gains far less than that:
-#   whether INT8 runs it faster at all depends on the CPU. (A CNN, the options and two traps: the
-#   optional lesson 02b.)
-# - Judged by the rule lesson 07's audit applies (quality against fp32, then a speed-up clearly
-#   above a stated line), the text encoder gets a ship / don't-ship verdict from this run's figures.
+# - On a **transformer** (all-MiniLM-L6-v2), dynamic INT8 beats the optimized fp32 graph at batch 1
+#   and 16, by an amount that depends on the CPU, short of a seed's quote. Per-channel weights keep
+#   the embeddings much closer to fp32 than per-tensor ones.
+# - On a **tiny MLP** the file shrinks about twice and the speed far less: whether INT8 is faster at
+#   all depends on the CPU. (A CNN, the options and two traps: the optional lesson 02b.)
+# - By the rule of lesson 07's audit (quality against fp32, then a speed-up clearly above a stated
+#   line), the text encoder gets a ship / don't-ship verdict from this run's figures.
 #
 # **Learning goal.** Know what `quantize_dynamic` changes in a graph, measure where it pays and
 # where it does not, and decide by a stated rule whether to ship its file.
@@ -187,24 +185,21 @@ print(
 
 # %% [markdown]
 # **What to notice.** Each `Gemm` became `DynamicQuantizeLinear` → `MatMulInteger` → `Cast` and
-# `Mul` (back to float, times the two scales) → `Add` (the bias, in float). Three float ops
-# turned into about five each. The file shrinks by less than the weights do (about four times):
-# its fixed overhead (names, graph, float biases) is a large part of so small a file.
+# `Mul` (back to float, times the two scales) → `Add` (the bias, in float). The file shrinks by
+# less than the weights do (four times): its fixed overhead (names, graph, float biases) is a large
+# part of so small a file.
 #
-# *Jargon:* **DynamicQuantizeLinear** is the ONNX op that quantizes a float tensor at run time: it
-# reads the tensor's min and max (widened to include 0), makes a scale and zero point from them and
-# outputs uint8 codes with both. **MatMulInteger** multiplies two integer matrices and adds the
-# products into int32, correcting for the two zero points; `ConvInteger` (lesson 02b) does the
-# same for a convolution.
+# *Jargon:* **DynamicQuantizeLinear** quantizes a float tensor at run time from its own min and max
+# (widened to include 0): uint8 codes, a scale and a zero point. **MatMulInteger** multiplies two
+# integer matrices into int32, correcting for the zero points (`ConvInteger`, lesson 02b: the same
+# for a convolution).
 #
 # **Does it still answer the same, and is it faster?** It answers (nearly) every test point as
-# fp32 does.
-# Its *relative* logit drift is large, because a few logits sit near 0 and the relative drift
-# divides by |logit| (floored at `measure.RELATIVE_DRIFT_EPS`); the absolute drift stays small.
-# The speed moves far less than the file shrinks: with so few weights there is little arithmetic to
-# save, and every layer now also measures a range and converts types. Whether INT8 runs the MLP
-# faster at all depends on the CPU, and not on its INT8 instructions alone: with so little
-# arithmetic, the extra ops' cost on each CPU's cores decides. Class by class:
+# fp32 does. Its *relative* logit drift is large only because a few logits sit near 0 (it divides
+# by |logit|); the absolute drift stays small. The speed moves far less than the file shrinks: there
+# is little arithmetic to save, and every layer now also measures a range and converts types, so
+# whether INT8 is faster at all depends on each CPU's cores, not on its INT8 instructions alone.
+# Class by class:
 #
 # <!-- reference-order: {mlp_speedup:.2f}x -->
 # *Reference runs, largest first* (the course's stored measurements): **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) 1.12x; **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b) 0.89x. Not measured on **AMD EPYC Zen 3, AVX2 only**.
@@ -221,10 +216,10 @@ print(
 # > 00's sources; a May 2026 NanoGPT test, not measured here): size 0.84 → 0.03 MB, latency
 # > 1,292.2 → 1,877.0 ms with dynamic INT8, 0.69x the speed.
 #
-# *Jargon:* the **90 % interval** printed beside each speed-up comes from `measure.compare_latency`,
-# which times the two models in turns and resamples the pairs of runs: in 90 % of the resamples the
-# ratio of medians fell inside it. When an interval straddles a line (equal speed, or another
-# model's ratio), this run cannot say on which side the truth lies, and the course does not claim it.
+# *Jargon:* the **90 % interval** beside each speed-up comes from `measure.compare_latency`, which
+# times the two models in turns and resamples the pairs of runs: in 90 % of the resamples the ratio
+# of medians fell inside it. Where an interval straddles a line, this run cannot say on which side
+# the truth lies, and the course does not claim it.
 
 # %%
 moons = cl.load_moons()
@@ -390,12 +385,11 @@ display(Markdown(measure.markdown_table(kernels.kernel_rows(ran))))
 # **Keep LayerNorm in float?** Seed 003 advises to "skip sensitive nodes like LayerNorm and
 # embedding tables". `quantize_dynamic` only quantizes the op types in its registry,
 # `onnxruntime.quantization.registry.IntegerOpsRegistry`, and neither LayerNorm op type is in it:
-# every LayerNorm of the encoder layers stays float, with float32 parameters, so for them the
-# advice is what dynamic quantization does anyway. The exception is the LayerNorm the optimizer
-# fused into the embedding: `EmbedLayerNormalization` *is* in the registry, so its tables and its
-# LayerNorm's parameters are stored as integers; lesson 02b measures what keeping that one in float
-# buys. (Static QDQ quantization, lesson 03, does list `LayerNormalization`: there the advice is a
-# real choice.) The cell below reads all of this from the registry and the files.
+# every LayerNorm of the encoder layers stays float, so for them the advice is what dynamic
+# quantization does anyway. The exception is the LayerNorm fused into the embedding:
+# `EmbedLayerNormalization` *is* in the registry, so its tables and parameters are stored as
+# integers (lesson 02b measures keeping it float; static QDQ, lesson 03, lists `LayerNormalization`,
+# so there the advice is a real choice). The cell below reads this from the registry and the files.
 
 # %%
 from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry
@@ -417,10 +411,10 @@ print(f"dynamic INT8: QEmbedLayerNormalization, its LayerNorm's parameters {sort
 
 # %% [markdown]
 # **Does it still compute the same embeddings?** For each sentence, the cosine between its fp32
-# and INT8 embeddings, and nearest-neighbour agreement: is its most similar other sentence the same
-# under both models? One scale per matrix must cover the matrix's largest column, which leaves the
-# small columns few levels; per-channel scales give each column its own. So per-channel weights
-# keep every sentence much closer to fp32 than per-tensor ones, by the worst sentence's cosine:
+# and INT8 embeddings, and nearest-neighbour agreement (the same most similar other sentence under
+# both). One scale per matrix must cover its largest column, leaving small columns few levels;
+# per-channel scales give each column its own. So per-channel weights keep every sentence much
+# closer to fp32, by the worst sentence's cosine:
 #
 # <!-- reference: worst cosine over the 300 sentences, per-tensor {te_cos_min_pt:.4f}, per-channel
 # {te_cos_min_pc:.4f} -->
@@ -485,10 +479,9 @@ cl.claim(
 )
 
 # %% [markdown]
-# **Speed.** Each pair takes turns (`measure.compare_latency`: a block of runs of one model, then a
-# block of the other, so that a slow moment of the machine hits both), at sequence length 128: at
-# batch 1 the per-channel INT8 model against the optimized fp32 graph and against the raw export,
-# and the per-tensor one against the optimized graph; at batch 16 per-channel against optimized.
+# **Speed.** Each pair takes turns (`measure.compare_latency`), at sequence length 128: at batch 1
+# per-channel INT8 against the optimized fp32 graph and the raw export, per-tensor against the
+# optimized graph; at batch 16 per-channel against optimized.
 #
 # INT8 per-channel runs faster than the optimized fp32 graph at both batch sizes:
 #
@@ -521,11 +514,10 @@ cl.claim(
 # *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not timed (CPU masked) on **AMD EPYC Zen 3, AVX2 only** (commit 10048ed, emulated); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
-# The quote's model, sequence length, thread count and baseline (raw or optimized) are not given;
-# and part of each layer (softmax, LayerNorm, GELU, the quantize and rescale steps) stays float on
-# any CPU, whatever its INT8 instructions. Even AMX, Intel's matrix units for INT8, which ONNX
-# Runtime's integer matrix products use where the CPU has them, speeds up only the matrix products
-# themselves.
+# The quote's model, sequence length, threads and baseline are not given; and part of each layer
+# (softmax, LayerNorm, GELU, the quantize and rescale steps) stays float on any CPU. Even AMX,
+# Intel's matrix units for INT8, which ONNX Runtime uses where the CPU has them, speeds up only the
+# matrix products.
 
 
 # %%
@@ -577,16 +569,14 @@ cl.claim("It stays short of the quote's 2.5x at batch 1 and 16", short, evidence
 
 # %% [markdown]
 # **PyTorch's own dynamic INT8**, on the same weights: `torch.ao.quantization.quantize_dynamic`
-# swaps every `nn.Linear` for an INT8 one. PyTorch has deprecated this API (it warns, and points to
-# torchao); it is here as the reference most tutorials use. The encoder is Hugging Face's
-# `BertModel` with its plain ("eager") attention, built from ordinary `nn.Linear` layers, so the
-# swap reaches the attention projections too (the count below is read from the quantized model).
+# swaps every `nn.Linear` for an INT8 one, the attention projections of Hugging Face's `BertModel`
+# included (the count below is read from the quantized model). PyTorch has deprecated this API (it
+# warns, and points to torchao); it is here as the reference most tutorials use.
 #
-# `torch.ao` quantizes the weights per tensor and, on x86, the activations to 7 bits (a reduced
-# range). So its worst sentence drifts much further from fp32 than with ONNX Runtime's per-channel
-# file. With VNNI, ONNX Runtime's INT8 also runs faster than PyTorch's at batch 1 (both timed in
-# turn, with the same thread count; ONNX Runtime's idle threads do not spin between runs, so they
-# do not hold the cores PyTorch needs, a trap lesson 05b measures):
+# `torch.ao` quantizes the weights per tensor and, on x86, the activations to 7 bits. So its worst
+# sentence drifts much further from fp32 than ONNX Runtime's per-channel file. With VNNI, ONNX
+# Runtime's INT8 also runs faster than PyTorch's at batch 1 (timed in turn, same threads; ONNX
+# Runtime's idle threads do not spin, a trap lesson 05b measures):
 #
 # <!-- reference-claim: With VNNI, ONNX Runtime's INT8 runs faster than PyTorch's INT8 at batch 1 -->
 # *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit 10048ed, emulated), the sentence being about x86 CPUs with VNNI; not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).

@@ -117,18 +117,15 @@ X86 = platform.machine().lower() in ("x86_64", "amd64")
 # %% [markdown]
 # ## 1. Pre-process first
 #
-# `quant_pre_process` infers the shape of every tensor the graph computes and runs ONNX Runtime's
-# graph optimizer on the model. The quantizer then knows those shapes, and it quantizes the fused
-# graph that will actually run, instead of, say, a BatchNorm it would otherwise have to handle on
-# its own. It rewrites the file's shape annotations with what its inference finds: the course's
-# exporter had annotated more tensors than that, so the count of known shapes goes down below,
-# while the legacy export further on, which has none, gains them.
+# `quant_pre_process` infers tensor shapes and runs ONNX Runtime's graph optimizer on the model, so
+# the quantizer quantizes the fused graph that will actually run (no lone BatchNorm to handle). It
+# rewrites the file's shape annotations with what its inference finds: the course's exporter had
+# annotated more tensors than that, so the count of known shapes goes down below, while the legacy
+# export further on, which has none, gains them.
 #
-# **A fresh process for it.** `quant_pre_process` imports PyTorch whenever PyTorch is installed
-# (ONNX Runtime's `onnxruntime.tools` package imports torch's export helpers if it finds torch).
-# That costs about half a gigabyte, which a process never gives back, and nothing else in this
-# lesson needs PyTorch. So each call below runs in a fresh process,
-# `measure.peak_memory_of(function, ...)`, which also says what that process needed.
+# **A fresh process for it.** `quant_pre_process` imports PyTorch whenever it is installed, about
+# half a gigabyte a process never gives back, and nothing else here needs PyTorch. So each call
+# below runs in a fresh process, `measure.peak_memory_of(function, ...)`, which also reports its peak.
 #
 # The course's own export (PyTorch's current `dynamo` exporter) already folds each BatchNorm into
 # its convolution, so pre-processing finds nothing left to fuse and changes none of its nodes:
@@ -284,10 +281,9 @@ except cl.CalibrationError as err:
 # agreement with fp32 (with its 95 % interval), file size, and speed at batch 64 timed in turn
 # with fp32 (`measure.compare_latency`, with its 90 % interval).
 #
-# *Jargon:* a **95 % interval** (or 90 %) is the range that, over repeated experiments, would
-# cover the true value that often: for an agreement, from the number of images (Wilson's
-# interval); for a speed ratio, from bootstrap resampling of the timed runs. When two intervals
-# overlap, the run cannot tell the two apart.
+# *Jargon:* a **95 % interval** (or 90 %) would cover the true value that often over repeated
+# experiments: for an agreement, from the number of images (Wilson's interval); for a speed ratio,
+# from resampling the timed runs. Where two intervals overlap, the run cannot tell them apart.
 #
 # `scoring.TestSet.of` runs fp32 once on the test set; `scoring.score` runs a variant and compares
 # (course_lib/scoring.py: bookkeeping only; the quantizer calls stay here).
@@ -397,11 +393,10 @@ print(f"The rest of this lesson quantizes as {PRODUCTION}: agreement {prod.parit
 # %% [markdown]
 # ### What ONNX Runtime really runs
 #
-# A quantized file is a request; the session decides what runs. When it opens the file, ONNX
-# Runtime's graph optimizer fuses each `DequantizeLinear → Conv → QuantizeLinear` into one integer
-# **QLinearConv** where it has a kernel for those types, and leaves the rest in float.
-# `kernels.kernels(path)` saves the graph the session executes and reads its compute ops (the
-# convolutions and the final `Gemm`).
+# A quantized file is a request; the session decides what runs. Its graph optimizer fuses each
+# `DequantizeLinear → Conv → QuantizeLinear` into one integer **QLinearConv** where it has a kernel
+# for those types, and leaves the rest in float. `kernels.kernels(path)` reads the compute ops (the
+# convolutions and the final `Gemm`) of the graph the session executes.
 #
 # *Jargon:* **QLinearConv** is ONNX's integer convolution: quantized input, weights and output,
 # each with its scale and zero point. **Kernel coverage** is the share of compute ops that run on
@@ -521,9 +516,9 @@ def not_normalised(images):
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): calibrated without normalisation: accuracy 37.85 % (with the production preprocessing 91.53 %)
 # <!-- /reference -->
 #
-# Augmentation is subtler: brightness jitter and shifts *widen* the ranges, so little saturates,
-# and the cost is resolution, coarser steps for every value. With the production variant's
-# kernels, which cannot saturate, that can only cost agreement or leave it within the noise.
+# Augmentation is subtler: brightness jitter and shifts *widen* the ranges, so little saturates;
+# the cost is coarser steps for every value, which can only cost agreement or leave it within the
+# noise.
 
 # %%
 trap = {}
@@ -573,11 +568,10 @@ cl.claim(
 # unrepresentative images. Seed 004 (the conceptual article "Quantization", see lesson 00's
 # sources): "A calibration sample containing only short, easy inputs may poorly represent the
 # activation ranges encountered on other workloads." A narrow but realistic set: one class only,
-# the calibration pool's sandals, as if all calibration data came from one shop's catalogue. Against
-# the same number of images drawn without looking, more real values saturate; the model's
-# accuracy and agreement still move by no more than the noise, because every class shows the
-# large values that set this model's ranges. Do not count on that for your model: a calibration
-# set drawn like the data the model will see is the safe default.
+# the calibration pool's sandals. Against as many images drawn without looking, more real values
+# saturate, yet accuracy and agreement move by no more than the noise: every class shows the large
+# values that set this model's ranges. Do not count on that for your model: calibrate on data drawn
+# like what the model will see.
 
 # %%
 sandals = np.flatnonzero(calib_labels == 5)  # class 5 of Fashion-MNIST: sandal
@@ -618,10 +612,8 @@ cl.claim(
 # > | Typical latency win | moderate | larger — EPs optimize this path hardest |
 # > | When to use | quick win, cold-start limits, transformer weights | edge / mobile / CPU serving default |
 #
-# On the ResNet18 the difference is larger than "moderate" against "larger": dynamic INT8 runs
-# several times *slower* than fp32 (lesson 02b profiles why: its `ConvInteger` kernel), while
-# static INT8 runs faster. Dynamic needs no data; for a convolutional network, static is the one
-# that pays.
+# On the ResNet18 the gap is larger than "moderate" against "larger": dynamic INT8 runs several
+# times *slower* than fp32 (lesson 02b profiles its `ConvInteger` kernel), static INT8 faster.
 #
 # <!-- reference-claim: Static INT8 runs faster than dynamic INT8 on the ResNet18 -->
 # *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not timed (CPU masked) on **AMD EPYC Zen 3, AVX2 only** (commit 10048ed, emulated); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
