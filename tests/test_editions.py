@@ -172,6 +172,9 @@ def test_timings_keep_one_run_per_machine(tmp_path):
         run_json.write_text(json.dumps(record))
         editions.write_timings(run_json, docs, ROOT / "notebooks")
 
+    stale = _record(tmp_path) | {"machine": "CPU C (AVX-512, VNNI, AMX)"}
+    stale["lessons"].pop()  # a run from before the last lesson existed
+    (docs / "timings.json").write_text(json.dumps({"runs": [stale]}))
     write("CPU A (AVX2, no AVX-512, no VNNI)", 61.0)
     write("CPU B (AVX-512, VNNI)", 7.0)
     write("CPU A (AVX2, no AVX-512, no VNNI)", 125.0)  # a newer run on A replaces A's, keeps B's

@@ -130,6 +130,23 @@ def test_recording_stores_this_machines_class_and_refuses_an_incomplete_run(tmp_
     assert "(commit abc1234): 1.2 and two" in out
 
 
+def test_recording_replaces_its_class_stored_under_an_older_file_name(tmp_path, private_data_dir):
+    root = tmp_path / "course"
+    (root / "notebooks" / "src").mkdir(parents=True)
+    source = "# %% [markdown]\n# <!-- reference: {a} -->\n# <!-- /reference -->\n"
+    (root / "notebooks" / "src" / "03_x.py").write_text(source)
+    reference.save_figures("03", {"a": 2.5})
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    here = reference.cpu_class()
+    older = {"cpu_class": "older-name", "label": here.label, "machine": "x86_64", "commit": "0000000"}
+    older |= {"date": "2026-12-01", "source": "an older run"}
+    (runs / "older-name.json").write_text(json.dumps({**older, "figures": {"03": {"a": {"value": 1.0}}}}))
+    path = blocks.record(root, commit="abc1234", directory=runs)
+    [run] = reference.reference_runs(runs)  # one run for the class, not two
+    assert path.name == "older-name.json" and run.figure("03", "a") == (2.5, "abc1234")
+
+
 def test_figures_refuse_what_json_cannot_hold(private_data_dir):
     with pytest.raises(TypeError, match="must be a number"):
         reference.save_figures("03", {"a": object()})

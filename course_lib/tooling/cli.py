@@ -476,12 +476,12 @@ def reference(
     here = cpu_class()
     for run in reference_runs():
         count = sum(len(v) for v in run.figures.values())
-        mark = "  <- this machine's class" if run.cpu_class == here.slug else ""
+        mark = "  <- this machine's class" if run.label == here.label else ""
         print(f"{run.label}: {count} figures, commit {run.commit}, {run.date[:10]}{mark}")
     for ledger in course_reference.ledgers():
         counts = ", ".join(f"{n} {verdict}" for verdict, n in sorted(ledger.counts().items()))
         print(f"  ledger {ledger.name} (commit {ledger.commit}): {counts}")
-    if here.slug not in {run.cpu_class for run in reference_runs()}:
+    if here.label not in {run.label for run in reference_runs()}:
         print(
             f"This machine ({here.label}) is a new CPU class: `make run`, then `python -m course_lib reference record`."
         )

@@ -265,9 +265,19 @@ def write_timings(run_json: Path, docs: Path, notebooks: Path) -> Path:
     if not run_json.exists():
         raise TimingsError(f"{run_json} does not exist: run `python -m course_lib run` (or `make run`) first")
     record = json.loads(run_json.read_text())
-    check_record(record, [p.name for p in lesson_notebooks(notebooks)])
+    lessons = [p.name for p in lesson_notebooks(notebooks)]
+    check_record(record, lessons)
     guide, store = docs / "instructor.md", docs / "timings.json"
     timings = merge_run(json.loads(store.read_text()) if store.exists() else None, record)
+    # Another machine's run of an older set of lessons times a course that no longer exists.
+    kept = [r for r in timings_runs(timings) if [e["notebook"] for e in r.get("lessons", [])] == lessons]
+    for stale in timings_runs(timings):
+        if stale not in kept:
+            print(
+                f"Dropped the run on {machine_of(stale)} (commit {stale.get('commit', '?')}): it timed "
+                f"{len(stale.get('lessons', []))} lessons, the course has {len(lessons)}; run them there again."
+            )
+    timings = {"runs": kept}
     text = render_guide(guide.read_text(), timings)
     store.write_text(json.dumps(timings, indent=2) + "\n")
     guide.write_text(text)

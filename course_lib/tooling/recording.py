@@ -399,8 +399,11 @@ def record(
             }
         )
     else:
+        # The class's stored run, whatever slug an older labelling gave its file, is the one replaced:
+        # a second file for one class would hold two reference runs of it.
+        same = [r for r in reference_runs(directory) if r.label == label] if directory.exists() else []
         run = ReferenceRun(
-            cpu_class=slug,
+            cpu_class=same[0].cpu_class if same else slug,
             label=label,
             machine=environment.get("machine", ""),
             commit=commit,
