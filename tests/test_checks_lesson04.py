@@ -138,7 +138,7 @@ def tiny_cnn(tmp_path_factory):
 def _quantize(fp32, out, x):
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
-    from course_lib import ArrayReader
+    from course_lib import ArrayReader, u8s8_can_saturate
 
     quantize_static(
         fp32,
@@ -148,6 +148,7 @@ def _quantize(fp32, out, x):
         activation_type=QuantType.QUInt8,
         weight_type=QuantType.QInt8,
         per_channel=True,
+        reduce_range=u8s8_can_saturate(),  # as the lessons do: without VNNI full-range weights saturate
     )
     return out
 
