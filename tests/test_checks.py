@@ -216,24 +216,6 @@ def test_check_integer_kernels_on_a_float_model(tmp_path):
     assert checks.check_integer_kernels(0, 0, block)
 
 
-def test_check_bottleneck_names_the_op_with_the_largest_share():
-    from course_lib.kernels import Profile
-
-    int8 = Profile(
-        "int8", runs=10, ms_per_run={"QLinearConv": 9.0, "QLinearAdd": 0.6, "Transpose": 0.4}, nodes={}
-    )
-    fp32 = Profile("fp32", runs=10, ms_per_run={"Conv": 12.0, "Gemm": 0.5}, nodes={})
-    right = checks.check_bottleneck("QLinearConv", int8, fp32)
-    assert right and "90% of the kernel time" in repr(right)
-    assert "No answer yet" in repr(checks.check_bottleneck(None, int8, fp32))
-    from_fp32 = checks.check_bottleneck("Conv", int8, fp32)
-    assert not from_fp32 and "in the fp32 profile" in repr(from_fp32)
-    second = checks.check_bottleneck("QLinearAdd", int8, fp32)
-    assert not second and "ranks 2 by time" in repr(second)
-    unknown = checks.check_bottleneck("MatMul", int8, fp32)
-    assert not unknown and "QLinearConv, QLinearAdd, Transpose" in repr(unknown)
-
-
 @pytest.fixture(scope="module")
 def sklearn_classifier(tmp_path_factory):
     """A scikit-learn MLP on separable synthetic data, converted with skl2onnx: (path, x, labels)."""

@@ -7,28 +7,6 @@ import numpy as np
 from .result import CheckResult
 
 
-def check_quantize_linear_count(answer: int, qdq_path) -> CheckResult:
-    """Exercise: how many QuantizeLinear nodes a static QDQ model holds (one per quantized tensor)."""
-    from ..measure import model_facts
-
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
-    counts = model_facts(qdq_path).op_counts
-    expected, deq = counts.get("QuantizeLinear", 0), counts.get("DequantizeLinear", 0)
-    if int(answer) == expected:
-        return CheckResult(
-            True,
-            f"{expected} QuantizeLinear nodes, one per activation tensor with a calibrated range; "
-            f"{deq} DequantizeLinear nodes, because the weights (stored as int8) are only dequantized.",
-        )
-    hint = (
-        " You counted the DequantizeLinear nodes: weights have those but no QuantizeLinear."
-        if (int(answer) == deq)
-        else ""
-    )
-    return CheckResult(False, f"Got {answer}, expected {expected}.{hint} Read op_counts['QuantizeLinear'].")
-
-
 def check_integer_kernels(prediction: int, answer: int, qdq_path) -> CheckResult:
     """Exercise (predict, then check): how many compute ops of a quantized file run on integer
     kernels in the graph the session executes on this CPU."""

@@ -6,52 +6,6 @@ import numpy as np
 
 from .result import CheckResult
 
-
-def check_only_candidate_right(answer: int, reference_logits, candidate_logits, labels) -> CheckResult:
-    """Exercise: how many images the INT8 model gets right that the fp32 model gets wrong."""
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
-    ref, cand, y = (
-        np.asarray(reference_logits).argmax(1),
-        np.asarray(candidate_logits).argmax(1),
-        np.asarray(labels),
-    )
-    expected = int(((cand == y) & (ref != y)).sum())
-    if int(answer) == expected:
-        broke = int(((cand != y) & (ref == y)).sum())
-        return CheckResult(
-            True,
-            f"INT8 fixed {expected} fp32 mistakes and made {broke} new ones: the accuracy change is "
-            f"{expected - broke:+d} images, while {expected + broke} images count against agreement.",
-        )
-    if int(answer) == int(((cand != y) & (ref == y)).sum()):
-        return CheckResult(False, f"{answer} is the other way round: images fp32 gets right and INT8 wrong.")
-    if int(answer) == int((cand != ref).sum()):
-        return CheckResult(
-            False, f"{answer} counts every disagreement; keep those where INT8 matches the label."
-        )
-    return CheckResult(False, f"Got {answer}, expected {expected}: (int8 == label) & (fp32 != label).")
-
-
-def check_acceptance(answer: bool, parity) -> CheckResult:
-    """Exercise: apply the acceptance rule (within 0.5 points, agreement above 99 %) by hand."""
-    from ..measure import acceptance
-
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with True or False.")
-    verdict = acceptance(parity)
-    if bool(answer) == verdict.passes:
-        return CheckResult(
-            True,
-            f"Accuracy drop {verdict.drop_points:+.2f} points, agreement {verdict.agreement:.2%}: {verdict.advice}.",
-        )
-    return CheckResult(
-        False,
-        f"Check both conditions: the drop is {verdict.drop_points:+.2f} points (limit 0.5) and agreement "
-        f"{verdict.agreement:.2%} (must exceed 99%).",
-    )
-
-
 # Lesson 04, exercise 3: the reasons a learner may give for a variant failing the acceptance rule.
 FAILURE_REASONS = {
     "U8S8 saturation": (
