@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .result import CheckResult
+from .result import CheckResult, needs_answer
 
 
+@needs_answer("prediction", message="Write your guess in answer_3_guess first, before you count.")
+@needs_answer("answer", hint="count them with measure.model_facts(path).op_counts['DynamicQuantizeLinear'].")
 def check_dynamic_quantize_prediction(prediction: int, answer: int, int8_path) -> CheckResult:
     """Exercise (predict, then check): how many DynamicQuantizeLinear nodes quantize_dynamic added to
     a model in which some MatMuls read the same activation."""
     import onnx
 
-    if prediction is None:
-        return CheckResult(False, "Write your guess in answer_3_guess first, before you count.")
-    if answer is None:
-        return CheckResult(
-            False,
-            "No answer yet: count them with measure.model_facts(path).op_counts['DynamicQuantizeLinear'].",
-        )
     graph = onnx.load(str(int8_path), load_external_data=False).graph
     quantizers = [n for n in graph.node if n.op_type == "DynamicQuantizeLinear"]
     integer_ops = [n for n in graph.node if n.op_type in ("MatMulInteger", "ConvInteger")]
@@ -60,14 +55,13 @@ def check_dynamic_quantize_prediction(prediction: int, answer: int, int8_path) -
     )
 
 
+@needs_answer("answer", hint="replace None with your computation.")
 def check_max_abs_drift(answer: float, int8_path, fp32_path, inputs: np.ndarray) -> CheckResult:
     """Exercise: the maximum absolute logit difference between an INT8 model and its fp32 source."""
     from pathlib import Path
 
     import onnxruntime as ort
 
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
     if not Path(int8_path).is_file():
         return CheckResult(
             False, f"No file at {int8_path}: run quantize_dynamic(..., {str(int8_path)!r}) first."
@@ -88,6 +82,8 @@ def check_max_abs_drift(answer: float, int8_path, fp32_path, inputs: np.ndarray)
     return CheckResult(False, f"Got {answer}, expected {expected:.4f}: np.abs(int8 - fp32).max().")
 
 
+@needs_answer("guess", message="Write your prediction in answer_2_guess first (True or False).")
+@needs_answer("answer", hint="read measure.model_facts(path).initializer_bytes.get('float32', 0).")
 def check_float_copy(guess: bool, answer: int, int8_path, fp32_path) -> CheckResult:
     """Exercise (predict, then measure): does the float original of a shared weight stay in the
     quantized file when the *second* of its two consumers is kept in float?"""
@@ -96,12 +92,6 @@ def check_float_copy(guess: bool, answer: int, int8_path, fp32_path) -> CheckRes
 
     from ..measure import model_facts
 
-    if guess is None:
-        return CheckResult(False, "Write your prediction in answer_2_guess first (True or False).")
-    if answer is None:
-        return CheckResult(
-            False, "No answer yet: read measure.model_facts(path).initializer_bytes.get('float32', 0)."
-        )
     expected = model_facts(int8_path).initializer_bytes.get("float32", 0)
     if int(answer) != expected:
         hint = " Read the quantized file's initializer_bytes."
@@ -124,11 +114,10 @@ def check_float_copy(guess: bool, answer: int, int8_path, fp32_path) -> CheckRes
     return CheckResult(True, f"{expected:,} bytes of float32. {how} {verdict}")
 
 
+@needs_answer("answer", hint="compute answer_1 from the two profiles' ms_per_run.")
 def check_conv_kernel_swap(answer: float, faster: bool, fp32_profile, int8_profile) -> CheckResult:
     """Exercise (lesson 02b): the dynamic INT8 ResNet18's kernel time with its ConvInteger time replaced by
     fp32's convolution time, as a multiple of fp32's kernel time, and whether INT8 would then be faster."""
-    if answer is None:
-        return CheckResult(False, "No answer yet: compute answer_1 from the two profiles' ms_per_run.")
     int8, fp32 = int8_profile.ms_per_run, fp32_profile.ms_per_run
     conv = sum(ms for op, ms in fp32.items() if "Conv" in op)  # Conv, or FusedConv
     expected = (int8_profile.total_ms - int8.get("ConvInteger", 0.0) + conv) / fp32_profile.total_ms
@@ -170,13 +159,12 @@ def check_conv_kernel_swap(answer: float, faster: bool, fp32_profile, int8_profi
     )
 
 
+@needs_answer("answer", hint="replace None with your computation.")
 def check_cosine_pass_share(
     answer: float, reference: np.ndarray, embeddings: np.ndarray, bound: float
 ) -> CheckResult:
     """Exercise (lesson 02): the share of sentences whose INT8 embedding has a cosine with its fp32
     embedding at or above `bound` (the audit's MIN_WORST_COSINE)."""
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
     cos = (np.asarray(reference) * np.asarray(embeddings)).sum(1)
     expected = float((cos >= bound).mean())
     if np.isclose(float(answer), expected, atol=1e-9):

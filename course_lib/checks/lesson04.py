@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .result import CheckResult
+from .result import CheckResult, needs_answer
 
 # Lesson 04, exercise 3: the reasons a learner may give for a variant failing the acceptance rule.
 FAILURE_REASONS = {
@@ -36,6 +36,11 @@ def _failure_cause(variant: str, saturates: bool) -> str:
     return "none of these"
 
 
+@needs_answer(
+    "answer",
+    hint='write your prediction as {variant: reason}, e.g. {"per-tensor": "per-tensor '
+    'scale"}, or {} if you expect none to fail.',
+)
 def check_failing_variants(
     answer: dict[str, str] | str | None, verdicts: dict, saturates: bool | None = None
 ) -> CheckResult:
@@ -43,12 +48,6 @@ def check_failing_variants(
     and why. `answer` maps each variant expected to fail to one of FAILURE_REASONS ({} for none fails);
     `verdicts` maps each variant to its measured `measure.acceptance` verdict; `saturates` is whether
     U8S8 can saturate on the CPU (default: this CPU's `hardware.u8s8_can_saturate()`)."""
-    if answer is None:
-        return CheckResult(
-            False,
-            'No answer yet: write your prediction as {variant: reason}, e.g. {"per-tensor": "per-tensor '
-            'scale"}, or {} if you expect none to fail.',
-        )
     if isinstance(answer, str) and answer.strip().lower() in ("none", "none fails"):
         answer = {}
     if not isinstance(answer, dict):
@@ -121,6 +120,7 @@ def check_failing_variants(
     return CheckResult(True, f"Right. {cpu} {explained} {elsewhere}")
 
 
+@needs_answer("answer", hint="set answer_3 to the path of your quantized file.")
 def check_capstone(answer, fp32_path, x: np.ndarray, labels: np.ndarray) -> CheckResult:
     """Capstone: a statically quantized (QDQ) copy of a model the course did not build, accepted by
     the acceptance rule on (x, labels) against the fp32 file."""
@@ -129,8 +129,6 @@ def check_capstone(answer, fp32_path, x: np.ndarray, labels: np.ndarray) -> Chec
     from ..kernels import kernels
     from ..measure import acceptance, logits, model_facts, parity
 
-    if answer is None:
-        return CheckResult(False, "No answer yet: set answer_3 to the path of your quantized file.")
     path = Path(answer)
     if not path.is_file():
         return CheckResult(False, f"Found no file at {path}: pass the output path you gave quantize_static.")
@@ -184,11 +182,10 @@ def _paired_change(parity) -> tuple[float, float, float, int, int, int]:
     return change, math.sqrt(max(b + c - (c - b) ** 2 / n, 0.0)) / n, 1.959964, b, c, n
 
 
+@needs_answer("interval", hint="set answer_1 to (low, high), in points.")
 def check_paired_interval(interval, within_noise, parity) -> CheckResult:
     """Exercise (write code, then interpret): the 95 % paired interval of a candidate's accuracy minus the
     reference's, in points, computed by hand from the counts; and whether the change is within the noise."""
-    if interval is None:
-        return CheckResult(False, "No answer yet: set answer_1 to (low, high), in points.")
     try:
         low, high = (float(v) for v in interval)
     except (TypeError, ValueError):
