@@ -167,7 +167,7 @@ def check_array(
     array. `model` names the model in the messages (default "the model's input"); `sample` is the
     index the error carries for a single sample.
     """
-    found = _as_array(array, spec, what, name, model)
+    found = _as_array(array, spec, what, name, model, sample)
     target = _input_of(spec, model)
     if spec.dtype is not None and found.dtype != spec.dtype:
         raise InputError(
@@ -195,7 +195,9 @@ def check_array(
     return found
 
 
-def _as_array(array: Any, spec: InputSpec, what: str, name: str, model: str | None) -> np.ndarray:
+def _as_array(
+    array: Any, spec: InputSpec, what: str, name: str, model: str | None, sample: int | None
+) -> np.ndarray:
     """`array` as a numpy array of numbers, or an InputError saying what it was instead."""
     wanted = f"an array of {spec.dtype if spec.dtype is not None else 'numbers'} of shape {fmt_shape(spec.shape or ())}"
     converted = None
@@ -216,6 +218,7 @@ def _as_array(array: Any, spec: InputSpec, what: str, name: str, model: str | No
             "after the production preprocessing.",
             expected=wanted,
             found=type(array).__name__,
+            sample=sample,
         )
     return converted
 
