@@ -207,11 +207,11 @@ def _as_array(
         except Exception:  # a ragged list, an object numpy cannot read
             converted = None
     if converted is None or converted.dtype.kind not in "biuf":
-        kind = (
-            type(array).__name__
-            if converted is None
-            else f"{type(array).__name__} of dtype {converted.dtype}"
-        )
+        kind = type(array).__name__
+        if isinstance(array, np.ndarray):
+            kind = f"numpy array of dtype {array.dtype}"
+        elif converted is not None:
+            kind = f"{kind} that numpy reads as dtype {converted.dtype}"
         raise InputError(
             f"{what} is a {kind}, not an array of numbers; {_input_of(spec, model)} expects {wanted}. "
             f"Pass a numpy array, e.g. np.asarray({name}, dtype=np.{spec.dtype.name if spec.dtype is not None else 'float32'}) "

@@ -129,20 +129,28 @@ def test_a_wrong_dimension_names_the_axis_and_both_sizes():
 
 @pytest.mark.parametrize(
     "value, found",
-    [({"input": 1}, "dict"), ("pixels.npy", "str"), (None, "NoneType"), ([[1.0, 2.0], [3.0]], "list")],
-    ids=["dict", "str", "None", "ragged"],
+    [
+        ({"input": 1}, "dict"),
+        ("pixels.npy", "str"),
+        (None, "NoneType"),
+        ([[1.0, 2.0], [3.0]], "list"),
+        (np.array(["a", "b"]), "ndarray"),
+    ],
+    ids=["dict", "str", "None", "ragged", "strings"],
 )
 def test_something_that_is_not_an_array_of_numbers_is_named_as_what_it_is(value, found):
     with pytest.raises(InputError) as err:
         check_array(value, SPEC)
     _says(
         err,
-        f"The array is a {found}",
+        "The array is a ",
         "not an array of numbers",
         "expects an array of float32",
         "np.asarray(x",
     )
     assert err.value.found == found
+    named = "numpy array of dtype <U1" if found == "ndarray" else found
+    assert f"The array is a {named}" in _message(err)
 
 
 def test_non_finite_values_are_refused_only_when_asked_and_the_first_bad_sample_is_named():
