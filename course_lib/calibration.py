@@ -11,14 +11,13 @@ the model, i.e. representative inputs through the *production* preprocessing, wi
 dtype, layout and normalisation. A wrong feed rarely fails loudly. float64 data or raw uint8
 pixels may be cast or rejected deep inside onnxruntime, an unpadded image may fail on the 50th
 batch, and one NaN makes a range meaningless and yields a model that runs but is quietly wrong.
-So every sample is checked once, before calibration starts, as scikit-learn's `check_array`
-checks an estimator's input: against the model's declared input (dtype, rank, fixed dimensions)
-and for finite values. The first bad sample is reported by index, with what was expected, what
-was found and the fix: `quantize_static` never starts on bad data.
+So every sample is checked once, before calibration starts, by the course's one input check
+(`course_lib.inputs.check_array`, after scikit-learn's): against the model's declared input (dtype,
+rank, fixed dimensions) and for finite values. The first bad sample is reported by index, with what
+was expected, what was found and the fix: `quantize_static` never starts on bad data.
 
-    input_spec     what the model declares for one input: name, dtype, shape (symbolic dims by name)
+    input_spec     what the model declares for one input: an `inputs.InputSpec` (name, dtype, shape)
     check_samples  a calibration set checked against an InputSpec; returns a read-only copy
-    check_sample   one sample's dtype, rank and fixed dims against an InputSpec
     ArrayReader    samples you already have (a numpy array, first axis = samples, or a list of
                    per-sample arrays), checked, then fed in batches to one model input
     DatasetReader  Fashion-MNIST images from one of the course's splits, through the course's
@@ -30,7 +29,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from numbers import Integral
 from pathlib import Path
 from typing import Any
@@ -41,39 +39,21 @@ from onnx import helper
 from onnxruntime.quantization import CalibrationDataReader
 
 from . import data
+from .inputs import Dim, InputError, InputSpec, check_array
+from .inputs import fmt_shape as _fmt_shape
 
 __all__ = [
     "ArrayReader",
     "CalibrationError",
     "DatasetReader",
     "InputSpec",
-    "check_sample",
     "check_samples",
     "input_spec",
 ]
 
-Dim = int | str | None  # fixed size, symbolic name (dim_param), or unknown
-
-
-class CalibrationError(ValueError):
-    """Raised for any bad calibration input: the message says what was expected, what was found
-    and how to fix it.
-
-    `sample` is the index of the first bad sample when the problem is in the data (None when it
-    is an argument or the model); `expected` and `found` describe the mismatch.
-    """
-
-    def __init__(self, message: str, *, sample: int | None = None, expected: Any = None, found: Any = None):
-        super().__init__(message)
-        self.sample = sample
-        self.expected = expected
-        self.found = found
-
-
-def _fmt_shape(shape: Sequence[Dim]) -> str:
-    """(N, 1, 32, 32) style: free dims by their name, unknown ones as '?'."""
-    parts = ["?" if d is None else str(d) for d in shape]
-    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+# A bad calibration input is the course's one input error (course_lib.inputs); the name stays for
+# the code that catches it (lesson 03 does).
+CalibrationError = InputError
 
 
 def _is_int(value: Any) -> bool:
@@ -83,70 +63,13 @@ def _is_int(value: Any) -> bool:
 # --------------------------------------------------------------------------------------------
 # What the model declares: one input's name, dtype and shape
 # --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class InputSpec:
-    """One model input as the model declares it; every calibration batch must match it.
-
-    `shape` has the batch axis first; each dim is a size (int, fixed), a symbolic name (str,
-    e.g. "N" or "sequence": free) or None (unknown: free). `shape` is None when the model
-    declares no rank.
-    """
-
-    name: str
-    dtype: np.dtype
-    shape: tuple[Dim, ...] | None
-
-    @property
-    def sample_shape(self) -> tuple[Dim, ...] | None:
-        """One sample's shape: the declared shape without its batch axis."""
-        return None if self.shape is None else self.shape[1:]
-
-    @property
-    def fixed_batch(self) -> int | None:
-        """The batch size the model was exported with, or None when the batch axis is free."""
-        first = self.shape[0] if self.shape else None
-        return first if isinstance(first, int) else None
-
-    def describe(self) -> str:
-        """'(N, 1, 32, 32), i.e. samples of shape (1, 32, 32)', as the error messages put it."""
-        if self.shape is None:
-            return "a tensor of unknown shape"
-        return f"{_fmt_shape(self.shape)}, i.e. samples of shape {_fmt_shape(self.sample_shape)}"
-
-
 def input_spec(model: str | os.PathLike | onnx.ModelProto, input_name: str | None = None) -> InputSpec:
     """The declared name, dtype and shape of the input of `model` that calibration feeds.
 
     `model` is the fp32 model to calibrate (a path or an onnx.ModelProto; its weights are not
     loaded). `input_name` may be left out when the model has one input to feed.
     """
-    value = _pick_input(_load_model(model), input_name)
-    kind = value.type.WhichOneof("value")
-    if kind != "tensor_type":
-        raise CalibrationError(
-            f"The model's input {value.name!r} is a {kind or 'value of unknown type'}, not a tensor; "
-            "ArrayReader feeds numpy arrays to tensor inputs only. Write a CalibrationDataReader "
-            "for this input by hand."
-        )
-    tensor = value.type.tensor_type
-    try:
-        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
-    except Exception as exc:
-        raise CalibrationError(
-            f"The model's input {value.name!r} has ONNX element type {tensor.elem_type}, which has no "
-            "numpy equivalent (or is undefined). Check the exported model's input type."
-        ) from exc
-    if not tensor.HasField("shape"):
-        return InputSpec(value.name, dtype, None)
-    dims: list[Dim] = []
-    for d in tensor.shape.dim:
-        if d.HasField("dim_value") and d.dim_value > 0:
-            dims.append(int(d.dim_value))
-        elif d.HasField("dim_param") and d.dim_param:
-            dims.append(d.dim_param)
-        else:
-            dims.append(None)
-    return InputSpec(value.name, dtype, tuple(dims))
+    return InputSpec.of(_pick_input(_load_model(model), input_name))
 
 
 def _load_model(model: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
@@ -224,58 +147,6 @@ def check_samples(
     return checked
 
 
-def check_sample(
-    sample: np.ndarray, spec: InputSpec, index: int, *, count: int, stacked: bool = True
-) -> None:
-    """Check one sample's dtype, rank and fixed dims against `spec`.
-
-    `index` and `count` name it in the message ("Calibration sample 3 of 200"); `stacked` says
-    whether the samples came as one array or as a list, so that the fix is written for it.
-    """
-    prefix = f"Calibration sample {index} of {count}"
-    if sample.dtype != spec.dtype:
-        dtype = spec.dtype
-        target = f"np.{dtype.name}" if hasattr(np, dtype.name) else f"np.dtype({dtype.name!r})"
-        how = f"samples.astype({target})" if stacked else f"[np.asarray(s, dtype={target}) for s in samples]"
-        raw = ""
-        if np.issubdtype(sample.dtype, np.integer) and np.issubdtype(dtype, np.floating):
-            raw = (
-                " If these are raw pixels, apply the production preprocessing (scaling and "
-                "normalisation) instead of only casting."
-            )
-        raise CalibrationError(
-            f"{prefix} has dtype {sample.dtype}; the model's input {spec.name!r} expects "
-            f"{dtype}. Convert with {how}.{raw}",
-            sample=index,
-            expected=dtype,
-            found=sample.dtype,
-        )
-    dims = spec.sample_shape
-    if dims is None:
-        return
-    shape = sample.shape
-    if len(shape) != len(dims):
-        raise CalibrationError(
-            f"{prefix} has shape {_fmt_shape(shape)} (rank {len(shape)}), so a batch of it has rank "
-            f"{len(shape) + 1}; the model's input {spec.name!r} expects rank {len(spec.shape)}: "
-            f"{spec.describe()}. {_rank_hint(shape, dims, stacked)}",
-            sample=index,
-            expected=spec.shape,
-            found=shape,
-        )
-    for axis, (size, dim) in enumerate(zip(shape, dims, strict=True)):
-        if isinstance(dim, int) and size != dim:
-            raise CalibrationError(
-                f"{prefix} has shape {_fmt_shape(shape)}; the model's input {spec.name!r} expects "
-                f"{spec.describe()} (axis {axis} of the sample is {size}, not {dim}). Resize, pad or "
-                f"reorder the data the way production does so that each sample has shape "
-                f"{_fmt_shape(dims)}.",
-                sample=index,
-                expected=spec.shape,
-                found=shape,
-            )
-
-
 def _check_batch_size(batch_size: Any) -> None:
     if not _is_int(batch_size) or batch_size < 1:
         raise CalibrationError(
@@ -317,12 +188,10 @@ def _check_array(samples: Any, spec: InputSpec) -> np.ndarray:
         )
     count = len(array)
     _check_not_empty(count, spec)
-    check_sample(array[0], spec, 0, count=count)
-    if np.issubdtype(array.dtype, np.inexact):
-        finite = np.isfinite(array.reshape(count, -1)).all(axis=1)
-        if not finite.all():
-            i = int(np.argmin(finite))
-            raise _non_finite(array[i], spec, i, count, bad_samples=int((~finite).sum()))
+    check_array(
+        array[0], spec, what=f"Calibration sample 0 of {count}", batched=False, name="samples", sample=0
+    )
+    check_array(array, spec, what="The calibration set", name="samples", finite=True)
     copy = np.array(array, copy=True, order="C")
     copy.setflags(write=False)
     return copy
@@ -339,20 +208,19 @@ def _check_list(samples: Any, spec: InputSpec, batch_size: int) -> np.ndarray | 
         )
     count = len(samples)
     _check_not_empty(count, spec)
-    arrays = []
-    for i, sample in enumerate(samples):
-        try:
-            a = np.asarray(sample)
-        except Exception as exc:
-            raise CalibrationError(
-                f"Calibration sample {i} of {count} could not be read as a numpy array "
-                f"({type(exc).__name__}: {exc}); expected one array per sample.",
-                sample=i,
-            ) from exc
-        check_sample(a, spec, i, count=count, stacked=False)
-        if np.issubdtype(a.dtype, np.inexact) and not np.isfinite(a).all():
-            raise _non_finite(a, spec, i, count)
-        arrays.append(a)
+    arrays = [
+        check_array(
+            sample,
+            spec,
+            what=f"Calibration sample {i} of {count}",
+            batched=False,
+            name="samples",
+            listed=True,
+            finite=True,
+            sample=i,
+        )
+        for i, sample in enumerate(samples)
+    ]
     shapes = [a.shape for a in arrays]
     if len(set(shapes)) == 1:
         stacked = np.stack(arrays)
@@ -399,52 +267,6 @@ def _check_fixed_batch(spec: InputSpec, batch_size: int, count: int) -> None:
             expected=f"a multiple of {fixed} samples",
             found=count,
         )
-
-
-def _rank_hint(shape: tuple[int, ...], dims: tuple[Dim, ...], stacked: bool) -> str:
-    """The one-axis fix when there is one; else the layout restated."""
-
-    def fits(candidate: tuple[int, ...]) -> bool:
-        return len(candidate) == len(dims) and all(
-            not isinstance(d, int) or s == d for s, d in zip(candidate, dims, strict=True)
-        )
-
-    offset = 1 if stacked else 0  # the sample axis comes first in one array
-    what = "samples" if stacked else "sample"
-    if len(shape) + 1 == len(dims):
-        for k in range(len(dims)):
-            if fits(shape[:k] + (1,) + shape[k:]):
-                return f"An axis is missing: add it with np.expand_dims({what}, {k + offset})."
-    if len(shape) == len(dims) + 1:
-        for k in range(len(shape)):
-            if shape[k] == 1 and fits(shape[:k] + shape[k + 1 :]):
-                if k == 0 and not stacked:
-                    return (
-                        "Each sample seems to carry its own batch axis: pass np.concatenate(samples) "
-                        "or [s[0] for s in samples]."
-                    )
-                return f"There is an extra axis of size 1: drop it with np.squeeze({what}, {k + offset})."
-    if stacked:
-        return f"The first axis of samples is the sample axis; each sample's shape is {_fmt_shape(dims)}."
-    return f"Each sample must have shape {_fmt_shape(dims)}."
-
-
-def _non_finite(
-    sample: np.ndarray, spec: InputSpec, index: int, count: int, bad_samples: int | None = None
-) -> CalibrationError:
-    nan, inf = int(np.isnan(sample).sum()), int(np.isinf(sample).sum())
-    found = " and ".join(w for w, c in (("NaN", nan), ("inf", inf)) if c)
-    where = tuple(int(j) for j in np.argwhere(~np.isfinite(sample))[0])
-    total = "" if bad_samples is None else f" {bad_samples} of the {count} samples are not finite."
-    return CalibrationError(
-        f"Calibration sample {index} of {count} contains {found} ({nan + inf} of its {sample.size} values, "
-        f"the first at index {where}); the model's input {spec.name!r} expects finite values.{total} "
-        "Ranges calibrated on NaN/inf are meaningless: fix the source of the bad values or drop "
-        "those samples.",
-        sample=index,
-        expected="finite values",
-        found=found,
-    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -180,21 +180,28 @@ def test_wrong_shape_dtype_and_values(mlp_file):
         read_samples({"x": np.zeros((120, 15), np.float32)}, info)
     _says(
         err,
-        "Expected input 'x' of shape (N, 16) and dtype float32",
-        "got an array of shape (120, 15)",
-        "Reshape",
+        "The array for 'x' (from the arrays given) has shape (120, 15)",
+        "the model's input 'x' expects (N, 16)",
+        "axis 1 is 15, not 16",
+        "Resize, pad or reorder",
     )
     with pytest.raises(AuditError) as err:
         read_samples({"x": np.zeros((120, 16), np.float64)}, info)
-    _says(err, "Expected input 'x'", "got dtype float64", "astype(np.float32)")
+    _says(err, "has dtype float64", "the model's input 'x' expects float32", "array.astype(np.float32)")
     with pytest.raises(AuditError) as err:
         read_samples({"x": np.zeros((120, 16), np.uint8)}, info)
-    _says(err, "got dtype uint8", "raw pixels", "preprocessing")
+    _says(err, "has dtype uint8", "raw pixels", "preprocessing")
     bad = _rows()
     bad[3, 2] = np.nan
     with pytest.raises(AuditError) as err:
         read_samples({"x": bad}, info)
-    _says(err, "Expected finite values", "found NaN or infinity in 1 of 120", "Drop or repair")
+    _says(
+        err,
+        "holds NaN or inf in 1 of its 120 samples; the first is sample 3",
+        "expects finite values",
+        "drop",
+    )
+    assert err.value.sample == 3
 
 
 def test_too_few_samples_states_the_minimum(mlp_file):
@@ -685,7 +692,8 @@ def test_padded_positions_are_left_out_of_the_cosine():
 
 def test_an_attention_mask_is_found_by_name_and_only_sequence_outputs_are_masked(tmp_path):
     from course_lib.audit.evaluate import find_mask
-    from course_lib.audit.inputs import ModelInfo, ModelInput
+    from course_lib.audit.inputs import ModelInfo
+    from course_lib.inputs import InputSpec
 
     path = tmp_path / "m.onnx"
     graph = helper.make_graph(
@@ -698,7 +706,7 @@ def test_an_attention_mask_is_found_by_name_and_only_sequence_outputs_are_masked
     ids, mask = np.ones((6, 5), np.int64), np.array([[1, 1, 1, 0, 0]] * 6)
 
     def info(*inputs):
-        specs = tuple(ModelInput(n, np.dtype(np.int64), ("N", "seq")) for n in inputs)
+        specs = tuple(InputSpec(n, np.dtype(np.int64), ("N", "seq")) for n in inputs)
         return ModelInfo(path, specs, {"hidden": 3, "pooled": 2}, ("hidden", "pooled"), 17, False)
 
     shapes = {"hidden": (6, 5, 8), "pooled": (6, 5)}  # pooled happens to be 5 wide too: not masked

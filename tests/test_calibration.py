@@ -18,10 +18,10 @@ from course_lib.calibration import (
     CalibrationError,
     DatasetReader,
     InputSpec,
-    check_sample,
     check_samples,
     input_spec,
 )
+from course_lib.inputs import InputError, check_array
 
 
 def save_model(path, nodes, inputs, outputs, initializers=()):
@@ -344,10 +344,10 @@ def test_non_finite_names_the_sample(models, bad, word):
     x[7, 0, 2, 3] = bad
     err = error(
         [
-            f"Calibration sample 7 of 10 contains {word}",
-            "1 of its 16 values, the first at index (0, 2, 3)",
-            "expects finite values",
-            "1 of the 10 samples are not finite",
+            "The calibration set holds NaN or inf in 1 of its 10 samples",
+            f"the first is sample 7, with {word} in 1 of its 16 values (the first at index (0, 2, 3))",
+            "the model's input 'input' expects finite values",
+            "drop those samples",
         ],
         ArrayReader,
         x,
@@ -361,7 +361,7 @@ def test_non_finite_reports_the_first_bad_sample(models):
     x[8, 0, 0, 0] = np.inf
     x[3, 0, 1, 1] = np.nan
     err = error(
-        ["Calibration sample 3 of 10 contains NaN", "2 of the 10 samples"], ArrayReader, x, models.conv
+        ["NaN or inf in 2 of its 10 samples; the first is sample 3, with NaN"], ArrayReader, x, models.conv
     )
     assert err.sample == 3
     samples = list(x)
@@ -467,25 +467,28 @@ def test_check_samples_returns_a_read_only_copy(models):
     assert [s.shape for s in seqs] == [(3,), (5,)] and not any(s.flags.writeable for s in seqs)
 
 
-def test_check_sample_names_the_index_it_is_given():
+def test_one_sample_is_checked_by_the_one_input_check_and_named_by_its_index():
     spec = InputSpec("input", np.dtype(np.float32), ("N", 1, 4, 4))
-    check_sample(np.zeros((1, 4, 4), np.float32), spec, 41, count=200)
+    check_array(np.zeros((1, 4, 4), np.float32), spec, what="Calibration sample 41 of 200", batched=False)
     err = error(
         [
             "Calibration sample 41 of 200 has dtype float64",
             "the model's input 'input' expects float32",
             "[np.asarray(s, dtype=np.float32) for s in samples]",
         ],
-        check_sample,
+        check_array,
         np.zeros((1, 4, 4)),
         spec,
-        41,
-        count=200,
-        stacked=False,
+        what="Calibration sample 41 of 200",
+        batched=False,
+        name="samples",
+        listed=True,
+        sample=41,
     )
     assert (err.sample, err.expected, err.found) == (41, np.float32, np.float64)
+    assert CalibrationError is InputError  # one error for every bad input, under its old name too
     unknown = InputSpec("x", np.dtype(np.float32), None)  # no declared rank: any shape is accepted
-    check_sample(np.zeros((7, 2, 9), np.float32), unknown, 0, count=1)
+    check_array(np.zeros((7, 2, 9), np.float32), unknown, batched=False)
     assert unknown.describe() == "a tensor of unknown shape" and unknown.fixed_batch is None
 
 

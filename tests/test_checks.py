@@ -216,24 +216,6 @@ def test_check_integer_kernels_on_a_float_model(tmp_path):
     assert checks.check_integer_kernels(0, 0, block)
 
 
-def test_check_bottleneck_names_the_op_with_the_largest_share():
-    from course_lib.kernels import Profile
-
-    int8 = Profile(
-        "int8", runs=10, ms_per_run={"QLinearConv": 9.0, "QLinearAdd": 0.6, "Transpose": 0.4}, nodes={}
-    )
-    fp32 = Profile("fp32", runs=10, ms_per_run={"Conv": 12.0, "Gemm": 0.5}, nodes={})
-    right = checks.check_bottleneck("QLinearConv", int8, fp32)
-    assert right and "90% of the kernel time" in repr(right)
-    assert "No answer yet" in repr(checks.check_bottleneck(None, int8, fp32))
-    from_fp32 = checks.check_bottleneck("Conv", int8, fp32)
-    assert not from_fp32 and "in the fp32 profile" in repr(from_fp32)
-    second = checks.check_bottleneck("QLinearAdd", int8, fp32)
-    assert not second and "ranks 2 by time" in repr(second)
-    unknown = checks.check_bottleneck("MatMul", int8, fp32)
-    assert not unknown and "QLinearConv, QLinearAdd, Transpose" in repr(unknown)
-
-
 @pytest.fixture(scope="module")
 def sklearn_classifier(tmp_path_factory):
     """A scikit-learn MLP on separable synthetic data, converted with skl2onnx: (path, x, labels)."""
@@ -419,3 +401,66 @@ def test_check_nbits_bytes(four_bit_matmul):
     assert not checks.check_nbits_bytes(None, path, name)
     with pytest.raises(ValueError, match="not a MatMulNBits node"):
         checks.check_nbits_bytes(1312, path, "nowhere")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The "No answer yet" guard every check uses
+# ---------------------------------------------------------------------------------------------------
+def test_needs_answer_speaks_for_the_first_missing_argument_before_the_check_runs():
+    from course_lib.checks.result import CheckResult, needs_answer
+
+    ran = []
+
+    @needs_answer("guess", message="Write your guess in answer_1_guess first.")
+    @needs_answer("low", "high", hint="set answer_1 to (low, high).")
+    def check_demo(guess, low, high=None, scale: float = 1.0) -> CheckResult:
+        """A demo check."""
+        ran.append((guess, low, high, scale))
+        return CheckResult(True, "ran")
+
+    guess_first = check_demo(None, None)
+    assert not guess_first and guess_first.message == "Write your guess in answer_1_guess first."
+    no_answer = check_demo(0.5, 1.0)  # high left at its default None
+    assert not no_answer and no_answer.message == "No answer yet: set answer_1 to (low, high)."
+    assert not check_demo(guess=0.5, low=None, high=2.0)  # by keyword too
+    assert ran == []  # the check never ran on a missing answer
+    assert check_demo(0.5, 1.0, 2.0, scale=3.0) and ran == [(0.5, 1.0, 2.0, 3.0)]
+    assert check_demo.__name__ == "check_demo" and check_demo.__doc__ == "A demo check."
+    with pytest.raises(TypeError):
+        check_demo(0.5, 1.0, 2.0, 3.0, "one argument too many")
+
+
+def test_needs_answer_refuses_a_name_the_check_does_not_take_and_needs_one_wording():
+    from course_lib.checks.result import CheckResult, needs_answer
+
+    with pytest.raises(
+        ValueError, match="guards 'answer', which check_demo does not take; its arguments are guess"
+    ):
+
+        @needs_answer("answer", hint="compute it.")
+        def check_demo(guess) -> CheckResult:
+            return CheckResult(True, "ran")
+
+    with pytest.raises(ValueError, match="pass exactly one"):
+        needs_answer("answer", hint="compute it.", message="Compute it.")
+    with pytest.raises(ValueError, match="pass exactly one"):
+        needs_answer("answer")
+
+
+def test_every_check_that_waits_for_an_answer_says_what_to_do():
+    """The student edition calls each check with None answers: each says "No answer yet" (or asks for
+    the guess first) and names the step, never a bare refusal."""
+    import inspect
+
+    waiting = [
+        (name, check)
+        for name, check in vars(checks).items()
+        if name.startswith("check_") and hasattr(check, "__wrapped__")
+    ]
+    assert len(waiting) >= 30
+    for name, check in waiting:
+        args = {p: None for p in inspect.signature(check).parameters}
+        result = check(**args)
+        assert not result, name
+        assert result.message.startswith(("No answer yet: ", "Write ")), (name, result.message)
+        assert len(result.message) > len("No answer yet: ") + 10, (name, result.message)

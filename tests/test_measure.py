@@ -16,6 +16,7 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantiz
 
 import course_lib.measure as measure
 from course_lib import files
+from course_lib.inputs import InputError
 
 IN, HIDDEN, OUT = 16, 32, 4
 PARAMS = IN * HIDDEN + HIDDEN + HIDDEN * OUT  # fc1 weight, bias, fc2 weight
@@ -237,7 +238,7 @@ def test_logits_of_an_open_session_are_those_of_its_file(tiny):
     expected = measure.logits(tiny.fp32, x, batch=3, threads=1)
     session = measure.make_session(tiny.fp32, threads=1, config={"session.intra_op.allow_spinning": "0"})
     np.testing.assert_allclose(measure.logits(session, x, batch=3), expected, rtol=1e-6, atol=1e-6)
-    with pytest.raises(ValueError, match="the session's model expects input 'x'"):
+    with pytest.raises(InputError, match="input 'x' of the session's model expects"):
         measure.logits(session, x[:, :1])
 
 
@@ -246,12 +247,16 @@ def test_logits_says_what_the_model_expects(tiny):
     with pytest.raises(ValueError, match=r"expects a feed dict with inputs \['x'\]; got \['input'\]"):
         measure.logits(tiny.fp32, {"input": x}, threads=1)
     with pytest.raises(
-        ValueError, match=r"fp32.onnx expects input 'x' of shape \[N, 16\]; got .* shape \(2, 3\)"
+        InputError, match=r"has shape \(2, 3\); input 'x' of fp32.onnx expects \(N, 16\).*axis 1 is 3, not 16"
     ):
         measure.logits(tiny.fp32, x[:, :3], threads=1)
-    with pytest.raises(ValueError, match=r"of shape \[N, 16\]; got an array of shape \(16,\)"):
+    with pytest.raises(
+        InputError, match=r"has shape \(16,\) \(rank 1\).*expects rank 2.*np.expand_dims\(x, 0\)"
+    ):
         measure.logits(tiny.fp32, x[0], threads=1)  # one example still needs its row axis
-    with pytest.raises(ValueError, match=r"expects input 'x' as float32; got float64.*astype\(np.float32\)"):
+    with pytest.raises(
+        InputError, match=r"has dtype float64; input 'x' of fp32.onnx expects float32.*astype\(np.float32\)"
+    ):
         measure.logits(tiny.fp32, x.astype(np.float64), threads=1)
     with pytest.raises(ValueError, match="batch must be a whole number >= 1"):
         measure.logits(tiny.fp32, x, batch=0, threads=1)

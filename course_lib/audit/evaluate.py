@@ -261,7 +261,9 @@ def find_mask(
     integer = [
         spec
         for spec in info.inputs
-        if len(spec.shape) == 2 and (np.issubdtype(spec.dtype, np.integer) or spec.dtype == np.bool_)
+        if spec.shape is not None
+        and len(spec.shape) == 2
+        and (np.issubdtype(spec.dtype, np.integer) or spec.dtype == np.bool_)
     ]
     named = [
         spec

@@ -1,11 +1,12 @@
 """What an audit reads: the model, its sample inputs and labels, checked before anything runs.
 
-Every check raises `AuditError`, whose message says what was expected, what was found and what to
-do (scikit-learn's `check_array` style, as `course_lib.calibration` does for calibration sets).
+Every check raises `AuditError` (the course's one `inputs.InputError`), whose message says what was
+expected, what was found and what to do; the sample arrays go through the same check as calibration
+sets and scored rows (`course_lib.inputs.check_array`, after scikit-learn's).
 Then the samples are split, once and the same way every time, into a calibration part and a
 disjoint evaluation part: a model is never judged on the samples it was calibrated on.
 
-    AuditError      a bad model, bad samples or bad labels: expected, found, fix
+    AuditError      a bad model, bad samples or bad labels: expected, found, fix (= inputs.InputError)
     read_model      the ONNX file checked: readable, its external data present, an opset the quantizer takes
     read_samples    an .npz (or arrays) checked against the model's inputs: names, dtypes, shapes, rows
     read_labels     an .npy (or array) of class indices, one per sample
@@ -23,6 +24,8 @@ from typing import Any
 import numpy as np
 import onnx
 
+from ..inputs import InputError, InputSpec, check_array
+
 # The fewest samples an audit takes: a calibration part and an evaluation part large enough for
 # the acceptance rule to mean something (one disagreement in 80 is already 1.25 %).
 MIN_SAMPLES = 100
@@ -35,53 +38,21 @@ SPLIT_SEED = 0
 # opset, nothing here can read the file's operators.
 MIN_OPSET = 10
 
-_NUMPY_OF_ONNX = {
-    onnx.TensorProto.FLOAT: np.float32,
-    onnx.TensorProto.DOUBLE: np.float64,
-    onnx.TensorProto.FLOAT16: np.float16,
-    onnx.TensorProto.INT64: np.int64,
-    onnx.TensorProto.INT32: np.int32,
-    onnx.TensorProto.INT8: np.int8,
-    onnx.TensorProto.UINT8: np.uint8,
-    onnx.TensorProto.BOOL: np.bool_,
-}
-
-
-class AuditError(ValueError):
-    """Bad input to an audit. The message names what was expected, what was found and the fix;
-    `expected` and `found` hold the same, for code that wants them."""
-
-    def __init__(self, message: str, *, expected: Any = None, found: Any = None):
-        super().__init__(message)
-        self.expected = expected
-        self.found = found
+# Bad input to an audit is the course's one input error; the name stays for the code that catches it
+# (the `audit` command does).
+AuditError = InputError
 
 
 # --------------------------------------------------------------------------------------------
 # The model
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class ModelInput:
-    """One input the model declares: name, numpy dtype, shape (int: fixed, str/None: free)."""
-
-    name: str
-    dtype: np.dtype
-    shape: tuple[int | str | None, ...]
-
-    def describe(self) -> str:
-        dims = ", ".join(
-            "N" if i == 0 and not isinstance(d, int) else str(d or "?") for i, d in enumerate(self.shape)
-        )
-        return f"{self.name!r} of shape ({dims}) and dtype {self.dtype.name}"
-
-
-@dataclass(frozen=True)
 class ModelInfo:
     """The checked model: path, inputs, outputs (name -> rank), opset, and whether its weights
     live in external data files."""
 
     path: Path
-    inputs: tuple[ModelInput, ...]
+    inputs: tuple[InputSpec, ...]
     outputs: dict[str, int | None]
     float_outputs: tuple[str, ...]
     opset: int
@@ -96,14 +67,6 @@ class ModelInfo:
         """The batch size every input was exported with, or None when the batch axis is free."""
         fixed = {i.shape[0] for i in self.inputs if i.shape and isinstance(i.shape[0], int)}
         return fixed.pop() if len(fixed) == 1 else None
-
-
-def _dims(value: onnx.ValueInfoProto) -> tuple[int | str | None, ...]:
-    shape = value.type.tensor_type.shape
-    return tuple(
-        d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or None)
-        for d in shape.dim
-    )
 
 
 def read_model(path: str | os.PathLike) -> ModelInfo:
@@ -166,27 +129,7 @@ def read_model(path: str | os.PathLike) -> ModelInfo:
             found=opset,
         )
     initializers = {t.name for t in model.graph.initializer}
-    inputs = []
-    for value in model.graph.input:
-        if value.name in initializers:
-            continue
-        if value.type.WhichOneof("value") != "tensor_type":
-            raise AuditError(
-                f"Expected tensor inputs; the model's input {value.name!r} is a "
-                f"{value.type.WhichOneof('value')}. An audit feeds numpy arrays: export the model with "
-                "tensor inputs.",
-                expected="tensor",
-                found=value.type.WhichOneof("value"),
-            )
-        elem = value.type.tensor_type.elem_type
-        if elem not in _NUMPY_OF_ONNX:
-            raise AuditError(
-                f"Expected inputs of a numeric type; the model's input {value.name!r} is ONNX type "
-                f"{onnx.TensorProto.DataType.Name(elem)}. Export the model with float32 or int64 inputs.",
-                expected="a numeric dtype",
-                found=onnx.TensorProto.DataType.Name(elem),
-            )
-        inputs.append(ModelInput(value.name, np.dtype(_NUMPY_OF_ONNX[elem]), _dims(value)))
+    inputs = [InputSpec.of(value) for value in model.graph.input if value.name not in initializers]
     outputs = {}
     float_outputs = []
     for value in model.graph.output:
@@ -278,38 +221,14 @@ def read_samples(inputs: Any, model: ModelInfo, *, minimum: int = MIN_SAMPLES) -
         )
     rows = {}
     for spec in model.inputs:
-        array = arrays[spec.name]
-        if array.ndim != len(spec.shape) or any(
-            isinstance(d, int) and d != n for d, n in zip(spec.shape[1:], array.shape[1:], strict=False)
-        ):
-            raise AuditError(
-                f"Expected input {spec.describe()}, one sample per row along axis 0; got an array of shape "
-                f"{array.shape}. Reshape or preprocess the samples exactly as production does "
-                f"(for the course's images: course_lib.preprocess(images)).",
-                expected=spec.shape,
-                found=array.shape,
-            )
-        if array.dtype != spec.dtype:
-            hint = (
-                " If these are raw pixels, apply the production preprocessing, not only a cast."
-                if np.issubdtype(array.dtype, np.integer) and np.issubdtype(spec.dtype, np.floating)
-                else ""
-            )
-            raise AuditError(
-                f"Expected input {spec.describe()}; got dtype {array.dtype.name}. Convert with "
-                f"array.astype(np.{spec.dtype.name}) before saving.{hint}",
-                expected=spec.dtype.name,
-                found=array.dtype.name,
-            )
-        if np.issubdtype(array.dtype, np.inexact) and not np.isfinite(array).all():
-            bad = int((~np.isfinite(array.reshape(len(array), -1))).any(axis=1).sum())
-            raise AuditError(
-                f"Expected finite values in input {spec.name!r}; found NaN or infinity in {bad} of "
-                f"{len(array)} samples. Drop or repair those samples: one NaN makes a calibration range meaningless.",
-                expected="finite values",
-                found=f"{bad} samples with NaN/inf",
-            )
-        rows[spec.name] = len(array)
+        array = check_array(
+            arrays[spec.name],
+            spec,
+            what=f"The array for {spec.name!r} (from {source})",
+            name="array",
+            finite=True,
+        )
+        rows[spec.name] = len(array) if array.ndim else 1
     if len(set(rows.values())) > 1:
         raise AuditError(
             f"Expected the same number of samples (rows) in every input; found {rows}. "

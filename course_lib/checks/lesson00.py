@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .result import CheckResult
+from .result import CheckResult, needs_answer
 
 
+@needs_answer("answer", hint="replace None with your computation.")
 def check_normalised_pixel(answer: float, pixel: int, mean: float, std: float) -> CheckResult:
     """Exercise: the value the model sees for a raw pixel, (pixel / 255 - mean) / std."""
     expected = (pixel / 255 - mean) / std
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
     if np.isclose(answer, expected, atol=1e-4):
         return CheckResult(True, f"Pixel {pixel} reaches the model as {expected:.4f}.")
     hint = ""
@@ -22,6 +21,10 @@ def check_normalised_pixel(answer: float, pixel: int, mean: float, std: float) -
     return CheckResult(False, f"Got {answer:.4f}, expected {expected:.4f}.{hint}")
 
 
+@needs_answer(
+    "guess", message="Write your guess in answer_4_guess first, a share from 0 to 1, before you compute."
+)
+@needs_answer("answer", hint="softmax the logits, keep the wrong images, count those above.")
 def check_confident_mistakes(
     guess, answer, logits: np.ndarray, labels: np.ndarray, above: float = 0.5
 ) -> CheckResult:
@@ -29,14 +32,6 @@ def check_confident_mistakes(
     probability is above `above`. A model's probability reads like confidence; this says how often
     it was that sure and wrong."""
     logits, labels = np.asarray(logits, dtype=np.float64), np.asarray(labels)
-    if guess is None:
-        return CheckResult(
-            False, "Write your guess in answer_4_guess first, a share from 0 to 1, before you compute."
-        )
-    if answer is None:
-        return CheckResult(
-            False, "No answer yet: softmax the logits, keep the wrong images, count those above."
-        )
     probs = np.exp(logits - logits.max(axis=1, keepdims=True))
     probs /= probs.sum(axis=1, keepdims=True)
     top, wrong = probs.max(axis=1), logits.argmax(axis=1) != labels
@@ -63,15 +58,13 @@ def check_confident_mistakes(
     return CheckResult(False, f"Got {float(answer):.3f}, expected {expected:.3f}. {hint}".rstrip())
 
 
+@needs_answer("guess", message="Write your prediction in answer_2_guess first, before you read the file.")
+@needs_answer("answer", hint="read the file's size with resnet_path.stat().st_size.")
 def check_fp32_file_bytes(guess, answer, n_params: int, path) -> CheckResult:
     """Exercise (predict, then check): an fp32 model file's size from its parameter count; the hints
     name the usual slips (bits for bytes, one byte per value, float64)."""
     from pathlib import Path
 
-    if guess is None:
-        return CheckResult(False, "Write your prediction in answer_2_guess first, before you read the file.")
-    if answer is None:
-        return CheckResult(False, "No answer yet: read the file's size with resnet_path.stat().st_size.")
     size = Path(path).stat().st_size
     if int(answer) != size:
         return CheckResult(
@@ -102,13 +95,12 @@ def check_fp32_file_bytes(guess, answer, n_params: int, path) -> CheckResult:
     )
 
 
+@needs_answer("classify", hint="write classify(image), then set answer_3 = classify.")
 def check_classifier(classify, session, images: np.ndarray) -> CheckResult:
     """Exercise (write code): `classify(raw 28x28 uint8 image) -> class index` with the model file's
     own preprocessing; compared with the course's preprocessing on `images`."""
     from ..data import default_preprocessing, preprocess
 
-    if classify is None:
-        return CheckResult(False, "No answer yet: write classify(image), then set answer_3 = classify.")
     images = np.asarray(images)
 
     def run(x: np.ndarray) -> np.ndarray:
@@ -150,14 +142,12 @@ def check_classifier(classify, session, images: np.ndarray) -> CheckResult:
     return CheckResult(False, f"{wrong} of {len(images)} images get another class than expected. {hint}")
 
 
+@needs_answer("guess", message="Write your guess in answer_5_guess first, before you compute.")
+@needs_answer("answer", hint="compute the pair from a confusion matrix.")
 def check_confusion_pair(guess, answer, predictions: np.ndarray, labels: np.ndarray) -> CheckResult:
     """Exercise (predict, then check): the two classes confused most often, both directions counted."""
     from ..data import CLASS_NAMES
 
-    if guess is None:
-        return CheckResult(False, "Write your guess in answer_5_guess first, before you compute.")
-    if answer is None:
-        return CheckResult(False, "No answer yet: compute the pair from a confusion matrix.")
     predictions, labels = np.asarray(predictions), np.asarray(labels)
     confusion = np.zeros((10, 10), dtype=int)
     np.add.at(confusion, (labels, predictions), 1)

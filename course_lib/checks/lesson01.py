@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .result import CheckResult
+from .result import CheckResult, needs_answer
 
 
+@needs_answer("scale", "zero_point", hint="replace None with your computation.")
 def check_scale_zero_point(
     scale: float, zero_point: int, rmin: float = -1.0, rmax: float = 3.0, dtype: str = "uint8"
 ) -> CheckResult:
     """Exercise: the asymmetric scale and zero point that map [rmin, rmax] onto `dtype`."""
     from .. import affine
 
-    if scale is None or zero_point is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
     qmin, qmax = affine.qrange(dtype)
     expected_scale, expected_zp = affine.scale_zero_point(rmin, rmax, dtype)
     expected_scale, expected_zp = float(expected_scale), int(expected_zp)
@@ -53,14 +52,13 @@ def check_scale_zero_point(
     )
 
 
+@needs_answer("answer", hint="replace None with your computation.")
 def check_decoded_value(
     answer: float, x: float = 7.0, scale: float = 0.05, zero_point: int = 0, dtype: str = "int8"
 ) -> CheckResult:
     """Exercise: what x comes back as after quantize and dequantize (it may be clipped)."""
     from .. import affine
 
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
     q = affine.quantize(np.float32([x]), scale, zero_point, dtype)
     expected = float(affine.dequantize(q, scale, zero_point)[0])
     clipped = bool(affine.clipped_mask(np.float32([x]), scale, zero_point, dtype)[0])
@@ -84,15 +82,13 @@ def check_decoded_value(
     return CheckResult(False, f"Got {answer:g}, expected {expected:.6g}.{hint}")
 
 
+@needs_answer("guess", message="Write your guess in answer_5_guess first, before you compute.")
+@needs_answer("answer", hint="compute the codes with affine.quantize.")
 def check_codes(guess, answer, values, scale: float, zero_point: int, dtype: str = "int8") -> CheckResult:
     """Exercise (predict, then check): the codes `affine.quantize` gives `values`; the hints name the
     three usual slips: truncating instead of rounding, ties rounded away from zero, no saturation."""
     from .. import affine
 
-    if guess is None:
-        return CheckResult(False, "Write your guess in answer_5_guess first, before you compute.")
-    if answer is None:
-        return CheckResult(False, "No answer yet: compute the codes with affine.quantize.")
     x = np.asarray(values, dtype=np.float32)
     expected = affine.quantize(x, scale, zero_point, dtype).astype(np.int64)
     qmin, qmax = affine.qrange(dtype)
@@ -135,10 +131,9 @@ def check_codes(guess, answer, values, scale: float, zero_point: int, dtype: str
     )
 
 
+@needs_answer("answer", hint="replace None with your computation.")
 def check_accumulator(answer: int, qa, a_zero_point: int, qb, b_zero_point: int) -> CheckResult:
     """Exercise: the int32 accumulator of a quantized dot product, sum((qa - za) * (qb - zb))."""
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
     qa, qb = np.asarray(qa, dtype=np.int64), np.asarray(qb, dtype=np.int64)
     expected = int(np.sum((qa - a_zero_point) * (qb - b_zero_point)))
     if float(answer) != round(float(answer)):
@@ -163,11 +158,10 @@ def check_accumulator(answer: int, qa, a_zero_point: int, qb, b_zero_point: int)
     return CheckResult(False, f"Got {answer}, expected {expected}.{hint}")
 
 
+@needs_answer("answer", hint="replace None with your computation.")
 def check_packed_int4_bytes(answer: int, shape: tuple[int, ...], block_size: int = 32) -> CheckResult:
     """Exercise: bytes of a weight (output channels first) stored as symmetric int4, packed two per
     byte, with one float32 scale per block of `block_size` values within each output channel."""
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
     n = int(np.prod(shape))
     per_channel = n // shape[0]
     n_blocks = shape[0] * -(-per_channel // block_size)
@@ -194,15 +188,13 @@ def check_packed_int4_bytes(answer: int, shape: tuple[int, ...], block_size: int
     return CheckResult(False, f"Got {answer:,}, expected {expected:,}. " + hints.get(int(answer), ""))
 
 
+@needs_answer("guess", message="Write your guess in answer_6_guess first, before you measure.")
+@needs_answer("answer", hint="measure the SQNR of both ranges for bits 2 to 8.")
 def check_clipping_crossover(guess, answer, w, percentile: float = 99.9) -> CheckResult:
     """Exercise (predict, then check): the largest bit width (2 to 8) at which a symmetric range that
     keeps the central `percentile` % of `w` beats min/max in SQNR."""
     from ..explorers import error_study
 
-    if guess is None:
-        return CheckResult(False, "Write your guess in answer_6_guess first, before you measure.")
-    if answer is None:
-        return CheckResult(False, "No answer yet: measure the SQNR of both ranges for bits 2 to 8.")
     gain = {
         bits: error_study(w, bits, symmetric=True, method="percentile", percentile=percentile).error.sqnr_db
         - error_study(w, bits, symmetric=True).error.sqnr_db

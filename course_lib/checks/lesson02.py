@@ -4,68 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .result import CheckResult
+from .result import CheckResult, needs_answer
 
 
-def check_size_ratio(answer: float, int8_path, fp32_path) -> CheckResult:
-    """Exercise: the INT8 file's size as a fraction of the fp32 file's."""
-    from pathlib import Path
-
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
-    q, f = Path(int8_path).stat().st_size, Path(fp32_path).stat().st_size
-    expected = q / f
-    if np.isclose(float(answer), expected, rtol=1e-3):
-        return CheckResult(
-            True,
-            f"{expected:.3f}: the INT8 file is {1 / expected:.2f}x smaller. Not exactly 4x: the biases, "
-            "LayerNorm parameters and scales stay float32, and the graph itself takes bytes too.",
-        )
-    if np.isclose(float(answer), f / q, rtol=1e-3):
-        return CheckResult(
-            False, f"{answer:.3f} is fp32 / int8; the question asks int8 / fp32 = {expected:.3f}."
-        )
-    return CheckResult(
-        False,
-        f"Got {answer}, expected {expected:.3f}: Path(int8).stat().st_size / Path(fp32).stat().st_size.",
-    )
-
-
-def check_dynamic_quantize_count(answer: int, int8_path) -> CheckResult:
-    """Exercise: how many DynamicQuantizeLinear nodes a dynamically quantized model holds."""
-    from ..measure import model_facts
-
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
-    counts = model_facts(int8_path).op_counts
-    expected = counts.get("DynamicQuantizeLinear", 0)
-    if int(answer) == expected:
-        integer = counts.get("ConvInteger", 0) + counts.get("MatMulInteger", 0)
-        return CheckResult(
-            True,
-            f"{expected} range measurements per run for {integer} integer ops: ops that read the same "
-            "activation share one DynamicQuantizeLinear.",
-        )
-    hint = ""
-    if int(answer) == counts.get("ConvInteger", 0) + counts.get("MatMulInteger", 0):
-        hint = " You counted the integer ops; several of them share one quantized input."
-    return CheckResult(
-        False, f"Got {answer}, expected {expected}.{hint} Read op_counts['DynamicQuantizeLinear']."
-    )
-
-
+@needs_answer("prediction", message="Write your guess in answer_3_guess first, before you count.")
+@needs_answer("answer", hint="count them with measure.model_facts(path).op_counts['DynamicQuantizeLinear'].")
 def check_dynamic_quantize_prediction(prediction: int, answer: int, int8_path) -> CheckResult:
     """Exercise (predict, then check): how many DynamicQuantizeLinear nodes quantize_dynamic added to
     a model in which some MatMuls read the same activation."""
     import onnx
 
-    if prediction is None:
-        return CheckResult(False, "Write your guess in answer_3_guess first, before you count.")
-    if answer is None:
-        return CheckResult(
-            False,
-            "No answer yet: count them with measure.model_facts(path).op_counts['DynamicQuantizeLinear'].",
-        )
     graph = onnx.load(str(int8_path), load_external_data=False).graph
     quantizers = [n for n in graph.node if n.op_type == "DynamicQuantizeLinear"]
     integer_ops = [n for n in graph.node if n.op_type in ("MatMulInteger", "ConvInteger")]
@@ -107,14 +55,13 @@ def check_dynamic_quantize_prediction(prediction: int, answer: int, int8_path) -
     )
 
 
+@needs_answer("answer", hint="replace None with your computation.")
 def check_max_abs_drift(answer: float, int8_path, fp32_path, inputs: np.ndarray) -> CheckResult:
     """Exercise: the maximum absolute logit difference between an INT8 model and its fp32 source."""
     from pathlib import Path
 
     import onnxruntime as ort
 
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
     if not Path(int8_path).is_file():
         return CheckResult(
             False, f"No file at {int8_path}: run quantize_dynamic(..., {str(int8_path)!r}) first."
@@ -135,58 +82,8 @@ def check_max_abs_drift(answer: float, int8_path, fp32_path, inputs: np.ndarray)
     return CheckResult(False, f"Got {answer}, expected {expected:.4f}: np.abs(int8 - fp32).max().")
 
 
-# The ops that dynamic quantization adds around each integer kernel: the per-run quantization of the
-# activation, and the float steps that turn the int32 sums back into scaled, biased floats.
-QUANTIZE_AND_RESCALE_OPS = ("DynamicQuantizeLinear", "Cast", "Mul", "Add")
-
-
-def check_conv_slowdown(answer: float, rescued: bool, fp32_profile, int8_profile) -> CheckResult:
-    """Exercise: the dynamic INT8 ResNet18's kernel time without its quantize-and-rescale ops, as a
-    multiple of fp32's kernel time, and whether that would make INT8 faster than fp32."""
-    if answer is None:
-        return CheckResult(False, "No answer yet: compute answer_2 from the two profiles' ms_per_run.")
-    int8 = int8_profile.ms_per_run
-    overhead = sum(int8.get(op, 0.0) for op in QUANTIZE_AND_RESCALE_OPS)
-    expected = (int8_profile.total_ms - overhead) / fp32_profile.total_ms
-    if not np.isclose(float(answer), expected, rtol=0.02):
-        hints = {
-            int8_profile.total_ms / fp32_profile.total_ms: " That is the whole INT8 kernel time over fp32's: "
-            "subtract the quantize-and-rescale ops first.",
-            fp32_profile.total_ms / (int8_profile.total_ms - overhead): " That is fp32 over INT8: invert it.",
-            (int8_profile.total_ms - int8.get("DynamicQuantizeLinear", 0.0)) / fp32_profile.total_ms: " You "
-            "removed only DynamicQuantizeLinear; remove Cast, Mul and Add too.",
-        }
-        hint = next(
-            (text for value, text in hints.items() if np.isclose(float(answer), value, rtol=0.02)), ""
-        )
-        return CheckResult(
-            False,
-            f"Got {float(answer):.2f}, expected {expected:.2f}.{hint} (int8.total_ms - the ms of "
-            f"{', '.join(QUANTIZE_AND_RESCALE_OPS)}) / fp32.total_ms.",
-        )
-    if rescued is None:
-        return CheckResult(False, f"{expected:.2f} is right. Now answer_2_rescued: True or False?")
-    faster = expected < 1.0
-    if bool(rescued) != faster:
-        return CheckResult(
-            False,
-            f"The ratio is right ({expected:.2f}), the reading is not: below 1 would mean INT8 faster than fp32. "
-            f"Without those ops INT8 would {'still take' if not faster else 'take only'} {expected:.2f} times "
-            "fp32's kernel time.",
-        )
-    share = overhead / int8_profile.total_ms
-    return CheckResult(
-        True,
-        f"{expected:.2f}x fp32's kernel time even with the per-run quantization and rescaling free: those "
-        f"ops take {share:.0%} of the INT8 run. "
-        + (
-            "The slowdown is the integer convolution kernel itself, not the range measurement."
-            if not faster
-            else "Here the per-run ops are what made INT8 slower."
-        ),
-    )
-
-
+@needs_answer("guess", message="Write your prediction in answer_2_guess first (True or False).")
+@needs_answer("answer", hint="read measure.model_facts(path).initializer_bytes.get('float32', 0).")
 def check_float_copy(guess: bool, answer: int, int8_path, fp32_path) -> CheckResult:
     """Exercise (predict, then measure): does the float original of a shared weight stay in the
     quantized file when the *second* of its two consumers is kept in float?"""
@@ -195,12 +92,6 @@ def check_float_copy(guess: bool, answer: int, int8_path, fp32_path) -> CheckRes
 
     from ..measure import model_facts
 
-    if guess is None:
-        return CheckResult(False, "Write your prediction in answer_2_guess first (True or False).")
-    if answer is None:
-        return CheckResult(
-            False, "No answer yet: read measure.model_facts(path).initializer_bytes.get('float32', 0)."
-        )
     expected = model_facts(int8_path).initializer_bytes.get("float32", 0)
     if int(answer) != expected:
         hint = " Read the quantized file's initializer_bytes."
@@ -223,11 +114,10 @@ def check_float_copy(guess: bool, answer: int, int8_path, fp32_path) -> CheckRes
     return CheckResult(True, f"{expected:,} bytes of float32. {how} {verdict}")
 
 
+@needs_answer("answer", hint="compute answer_1 from the two profiles' ms_per_run.")
 def check_conv_kernel_swap(answer: float, faster: bool, fp32_profile, int8_profile) -> CheckResult:
     """Exercise (lesson 02b): the dynamic INT8 ResNet18's kernel time with its ConvInteger time replaced by
     fp32's convolution time, as a multiple of fp32's kernel time, and whether INT8 would then be faster."""
-    if answer is None:
-        return CheckResult(False, "No answer yet: compute answer_1 from the two profiles' ms_per_run.")
     int8, fp32 = int8_profile.ms_per_run, fp32_profile.ms_per_run
     conv = sum(ms for op, ms in fp32.items() if "Conv" in op)  # Conv, or FusedConv
     expected = (int8_profile.total_ms - int8.get("ConvInteger", 0.0) + conv) / fp32_profile.total_ms
@@ -269,13 +159,12 @@ def check_conv_kernel_swap(answer: float, faster: bool, fp32_profile, int8_profi
     )
 
 
+@needs_answer("answer", hint="replace None with your computation.")
 def check_cosine_pass_share(
     answer: float, reference: np.ndarray, embeddings: np.ndarray, bound: float
 ) -> CheckResult:
     """Exercise (lesson 02): the share of sentences whose INT8 embedding has a cosine with its fp32
     embedding at or above `bound` (the audit's MIN_WORST_COSINE)."""
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
     cos = (np.asarray(reference) * np.asarray(embeddings)).sum(1)
     expected = float((cos >= bound).mean())
     if np.isclose(float(answer), expected, atol=1e-9):

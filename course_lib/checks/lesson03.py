@@ -4,41 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .result import CheckResult
+from .result import CheckResult, needs_answer
 
 
-def check_quantize_linear_count(answer: int, qdq_path) -> CheckResult:
-    """Exercise: how many QuantizeLinear nodes a static QDQ model holds (one per quantized tensor)."""
-    from ..measure import model_facts
-
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
-    counts = model_facts(qdq_path).op_counts
-    expected, deq = counts.get("QuantizeLinear", 0), counts.get("DequantizeLinear", 0)
-    if int(answer) == expected:
-        return CheckResult(
-            True,
-            f"{expected} QuantizeLinear nodes, one per activation tensor with a calibrated range; "
-            f"{deq} DequantizeLinear nodes, because the weights (stored as int8) are only dequantized.",
-        )
-    hint = (
-        " You counted the DequantizeLinear nodes: weights have those but no QuantizeLinear."
-        if (int(answer) == deq)
-        else ""
-    )
-    return CheckResult(False, f"Got {answer}, expected {expected}.{hint} Read op_counts['QuantizeLinear'].")
-
-
+@needs_answer("prediction", message="Write your guess in answer_4_guess first, before you count.")
+@needs_answer("answer", hint="count them with kernels.kernels(path).integer_count.")
 def check_integer_kernels(prediction: int, answer: int, qdq_path) -> CheckResult:
     """Exercise (predict, then check): how many compute ops of a quantized file run on integer
     kernels in the graph the session executes on this CPU."""
     from ..kernels import kernels
     from ..measure import model_facts
 
-    if prediction is None:
-        return CheckResult(False, "Write your guess in answer_4_guess first, before you count.")
-    if answer is None:
-        return CheckResult(False, "No answer yet: count them with kernels.kernels(path).integer_count.")
     ran = kernels(qdq_path)
     expected, total = ran.integer_count, ran.compute_count
     in_file = sum(q["op_type"] in ("Conv", "Gemm", "MatMul") for q in model_facts(qdq_path).quantized_nodes)
@@ -68,10 +44,9 @@ def check_integer_kernels(prediction: int, answer: int, qdq_path) -> CheckResult
     )
 
 
+@needs_answer("reader", hint="create your reader.")
 def check_reader(reader, expected_reader) -> CheckResult:
     """Exercise: a hand-written CalibrationDataReader must feed exactly what `expected_reader` feeds."""
-    if reader is None:
-        return CheckResult(False, "No answer yet: create your reader.")
     if not callable(getattr(reader, "get_next", None)):
         return CheckResult(
             False, "A CalibrationDataReader needs a get_next() method returning a dict or None."
@@ -111,12 +86,11 @@ def check_reader(reader, expected_reader) -> CheckResult:
     )
 
 
+@needs_answer("answer", hint="replace None with your computation.")
 def check_saturated_share(answer: float, values, qdq_path, tensor: str) -> CheckResult:
     """Exercise: the share of a tensor's real values outside the range a QDQ model stores for it."""
     from ..calibration import clipped_fraction, quantized_ranges
 
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
     low, high = quantized_ranges(qdq_path)[tensor]
     expected = clipped_fraction(values, low, high)
     if np.isclose(float(answer), expected, atol=1e-9):
@@ -169,6 +143,7 @@ def check_unprocessed_quantization(prediction: str, answer, processed_path) -> C
     )
 
 
+@needs_answer("percentile", "path", hint="set answer_percentile and quantize into answer_path.")
 def check_percentile_beats_minmax(percentile, path, minmax_path, test, n: int = 2000) -> CheckResult:
     """Exercise (lesson 03b): a Percentile calibration whose model agrees with fp32 at least as often
     as the MinMax model does, on the first `n` images of `test` (a scoring.TestSet), paired."""
@@ -176,8 +151,6 @@ def check_percentile_beats_minmax(percentile, path, minmax_path, test, n: int = 
 
     from ..scoring import score
 
-    if percentile is None or path is None:
-        return CheckResult(False, "No answer yet: set answer_percentile and quantize into answer_path.")
     try:
         p = float(percentile)
     except (TypeError, ValueError):
@@ -218,16 +191,12 @@ def check_percentile_beats_minmax(percentile, path, minmax_path, test, n: int = 
     return CheckResult(True, f"Percentile {p}: {diff}.{verdict}")
 
 
+@needs_answer("estimate", message="Write your estimate in answer_b_guess first, before you measure.")
+@needs_answer("measured", hint="measure it with measure.peak_memory_of and put the MB in answer_b.")
 def check_memory_estimate(estimate, measured, figures: dict) -> CheckResult:
     """Exercise (lesson 03b, predict then measure): the peak memory Percentile calibration adds on the
     whole 1,000-image pool without a stride, estimated from `figures` ({(images, strided): MB}, the
     lesson's 50- and 500-image runs), then measured (`measured`, in MB)."""
-    if estimate is None:
-        return CheckResult(False, "Write your estimate in answer_b_guess first, before you measure.")
-    if measured is None:
-        return CheckResult(
-            False, "No answer yet: measure it with measure.peak_memory_of and put the MB in answer_b."
-        )
     small, large = figures[(50, False)], figures[(500, False)]
     per_image = (large - small) / 450
     expected = small + per_image * 950  # the straight line through the two runs, at 1,000 images
@@ -252,14 +221,11 @@ def check_memory_estimate(estimate, measured, figures: dict) -> CheckResult:
     )
 
 
+@needs_answer("answer", hint="compute the shares with calibration.saturation and take the largest.")
 def check_most_saturated_tensor(answer, qdq_path, values: dict) -> CheckResult:
     """Exercise (lesson 03b, interpret): the tensor whose real values saturate most often in a QDQ file."""
     from ..calibration import quantized_ranges, saturation
 
-    if answer is None:
-        return CheckResult(
-            False, "No answer yet: compute the shares with calibration.saturation and take the largest."
-        )
     shares = saturation(quantized_ranges(qdq_path), values)
     expected = max(shares, key=shares.get)
     order = list(values)

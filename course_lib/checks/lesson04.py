@@ -4,53 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .result import CheckResult
-
-
-def check_only_candidate_right(answer: int, reference_logits, candidate_logits, labels) -> CheckResult:
-    """Exercise: how many images the INT8 model gets right that the fp32 model gets wrong."""
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
-    ref, cand, y = (
-        np.asarray(reference_logits).argmax(1),
-        np.asarray(candidate_logits).argmax(1),
-        np.asarray(labels),
-    )
-    expected = int(((cand == y) & (ref != y)).sum())
-    if int(answer) == expected:
-        broke = int(((cand != y) & (ref == y)).sum())
-        return CheckResult(
-            True,
-            f"INT8 fixed {expected} fp32 mistakes and made {broke} new ones: the accuracy change is "
-            f"{expected - broke:+d} images, while {expected + broke} images count against agreement.",
-        )
-    if int(answer) == int(((cand != y) & (ref == y)).sum()):
-        return CheckResult(False, f"{answer} is the other way round: images fp32 gets right and INT8 wrong.")
-    if int(answer) == int((cand != ref).sum()):
-        return CheckResult(
-            False, f"{answer} counts every disagreement; keep those where INT8 matches the label."
-        )
-    return CheckResult(False, f"Got {answer}, expected {expected}: (int8 == label) & (fp32 != label).")
-
-
-def check_acceptance(answer: bool, parity) -> CheckResult:
-    """Exercise: apply the acceptance rule (within 0.5 points, agreement above 99 %) by hand."""
-    from ..measure import acceptance
-
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with True or False.")
-    verdict = acceptance(parity)
-    if bool(answer) == verdict.passes:
-        return CheckResult(
-            True,
-            f"Accuracy drop {verdict.drop_points:+.2f} points, agreement {verdict.agreement:.2%}: {verdict.advice}.",
-        )
-    return CheckResult(
-        False,
-        f"Check both conditions: the drop is {verdict.drop_points:+.2f} points (limit 0.5) and agreement "
-        f"{verdict.agreement:.2%} (must exceed 99%).",
-    )
-
+from .result import CheckResult, needs_answer
 
 # Lesson 04, exercise 3: the reasons a learner may give for a variant failing the acceptance rule.
 FAILURE_REASONS = {
@@ -82,6 +36,11 @@ def _failure_cause(variant: str, saturates: bool) -> str:
     return "none of these"
 
 
+@needs_answer(
+    "answer",
+    hint='write your prediction as {variant: reason}, e.g. {"per-tensor": "per-tensor '
+    'scale"}, or {} if you expect none to fail.',
+)
 def check_failing_variants(
     answer: dict[str, str] | str | None, verdicts: dict, saturates: bool | None = None
 ) -> CheckResult:
@@ -89,12 +48,6 @@ def check_failing_variants(
     and why. `answer` maps each variant expected to fail to one of FAILURE_REASONS ({} for none fails);
     `verdicts` maps each variant to its measured `measure.acceptance` verdict; `saturates` is whether
     U8S8 can saturate on the CPU (default: this CPU's `hardware.u8s8_can_saturate()`)."""
-    if answer is None:
-        return CheckResult(
-            False,
-            'No answer yet: write your prediction as {variant: reason}, e.g. {"per-tensor": "per-tensor '
-            'scale"}, or {} if you expect none to fail.',
-        )
     if isinstance(answer, str) and answer.strip().lower() in ("none", "none fails"):
         answer = {}
     if not isinstance(answer, dict):
@@ -167,6 +120,7 @@ def check_failing_variants(
     return CheckResult(True, f"Right. {cpu} {explained} {elsewhere}")
 
 
+@needs_answer("answer", hint="set answer_3 to the path of your quantized file.")
 def check_capstone(answer, fp32_path, x: np.ndarray, labels: np.ndarray) -> CheckResult:
     """Capstone: a statically quantized (QDQ) copy of a model the course did not build, accepted by
     the acceptance rule on (x, labels) against the fp32 file."""
@@ -175,8 +129,6 @@ def check_capstone(answer, fp32_path, x: np.ndarray, labels: np.ndarray) -> Chec
     from ..kernels import kernels
     from ..measure import acceptance, logits, model_facts, parity
 
-    if answer is None:
-        return CheckResult(False, "No answer yet: set answer_3 to the path of your quantized file.")
     path = Path(answer)
     if not path.is_file():
         return CheckResult(False, f"Found no file at {path}: pass the output path you gave quantize_static.")
@@ -230,11 +182,10 @@ def _paired_change(parity) -> tuple[float, float, float, int, int, int]:
     return change, math.sqrt(max(b + c - (c - b) ** 2 / n, 0.0)) / n, 1.959964, b, c, n
 
 
+@needs_answer("interval", hint="set answer_1 to (low, high), in points.")
 def check_paired_interval(interval, within_noise, parity) -> CheckResult:
     """Exercise (write code, then interpret): the 95 % paired interval of a candidate's accuracy minus the
     reference's, in points, computed by hand from the counts; and whether the change is within the noise."""
-    if interval is None:
-        return CheckResult(False, "No answer yet: set answer_1 to (low, high), in points.")
     try:
         low, high = (float(v) for v in interval)
     except (TypeError, ValueError):

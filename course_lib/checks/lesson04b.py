@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .result import CheckResult
+from .result import CheckResult, needs_answer
 
 # Exercise 1: which of the weak calibration's two planted faults breaks it.
 CALIBRATION_FAULTS = ("the 10 images", "the normalisation", "both")
@@ -29,6 +29,10 @@ def _input_range(path, input_name: str) -> tuple[float, float] | None:
     return None
 
 
+@needs_answer(
+    "guess",
+    hint=f"write your prediction in answer_1_guess first, one of {', '.join(map(repr, CALIBRATION_FAULTS))}.",
+)
 def check_calibration_cause(guess: str | None, answer, reference_logits, x, labels) -> CheckResult:
     """Exercise (predict, then measure): which of the weak calibration's faults (10 images, the wrong
     normalisation) breaks it. `guess`: one of CALIBRATION_FAULTS; `answer`: the path of a model quantized
@@ -36,11 +40,6 @@ def check_calibration_cause(guess: str | None, answer, reference_logits, x, labe
     which holds production-preprocessed inputs with their `labels`."""
     from ..measure import acceptance, logits, model_facts, parity
 
-    if guess is None:
-        return CheckResult(
-            False,
-            f"No answer yet: write your prediction in answer_1_guess first, one of {', '.join(map(repr, CALIBRATION_FAULTS))}.",
-        )
     if str(guess).strip().lower() not in CALIBRATION_FAULTS:
         return CheckResult(False, f"{guess!r} is not one of {', '.join(map(repr, CALIBRATION_FAULTS))}.")
     guess = str(guess).strip().lower()
@@ -110,6 +109,7 @@ def _grid_drift(fp32_path, int8_path, grid: np.ndarray) -> np.ndarray:
     return np.abs(logits(int8_path, grid, threads=1) - logits(fp32_path, grid, threads=1)).max(axis=1)
 
 
+@needs_answer("answer", hint="set answer_2 to the path of your quantized MLP.")
 def check_edge_calibration(answer, fp32_path, lesson_path, grid, inside) -> CheckResult:
     """Exercise (write code, then measure): the two-moons MLP quantized statically with the edge set in its
     calibration data. Passes when its largest drift over the grid points outside the training range
@@ -117,8 +117,6 @@ def check_edge_calibration(answer, fp32_path, lesson_path, grid, inside) -> Chec
     points alone); the feedback gives both files' drift inside and outside the range."""
     from ..measure import model_facts
 
-    if answer is None:
-        return CheckResult(False, "No answer yet: set answer_2 to the path of your quantized MLP.")
     path = Path(answer)
     if not path.is_file():
         return CheckResult(False, f"Found no file at {path}: pass the output path you gave quantize_static.")

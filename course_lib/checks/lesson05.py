@@ -2,68 +2,7 @@
 
 from __future__ import annotations
 
-from .result import CheckResult, speedup_interval
-
-
-def check_feature_count(answer: int) -> CheckResult:
-    """Exercise: how many of the INT8-relevant CPU features this machine has."""
-    from ..hardware import cpu_report
-
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your count.")
-    features = cpu_report()["features"]
-    present = [name for name, on in features.items() if on]
-    if int(answer) == len(present):
-        return CheckResult(True, f"{len(present)} of {len(features)}: {', '.join(present) or 'none'}.")
-    return CheckResult(False, f"Got {answer}; count the True values of cpu_report()['features'].")
-
-
-def check_pair_sum(answer: int, weight_bits: int = 7) -> CheckResult:
-    """Exercise: the largest VPMADDUBSW pair sum, 2 x 255 x max|w|, and whether it fits in int16."""
-    if answer is None:
-        return CheckResult(False, "No answer yet: replace None with your computation.")
-    max_w = 2 ** (weight_bits - 1)  # 7 bits: |w| <= 64, as ONNX Runtime's reduce_range stores them
-    expected = 2 * 255 * max_w
-    if int(answer) == expected:
-        fits = expected <= 32767
-        return CheckResult(
-            True,
-            f"{expected:,} {'fits' if fits else 'does not fit'} in a signed 16-bit sum (max 32,767): "
-            + ("no pair can saturate." if fits else "pairs can saturate."),
-        )
-    if int(answer) == 2 * 255 * 127:
-        return CheckResult(False, f"{answer:,} is for full 8-bit weights (|w| <= 127); use |w| <= {max_w}.")
-    return CheckResult(False, f"Got {answer}, expected 2 x 255 x {max_w} = {expected:,}.")
-
-
-def check_bottleneck(answer: str, profile, baseline_profile=None) -> CheckResult:
-    """Exercise: name the op type that takes the largest share of a profile's kernel time."""
-    if answer is None:
-        return CheckResult(False, 'No answer yet: write the op type as a string, e.g. "Conv".')
-    ranked = sorted(profile.ms_per_run, key=profile.ms_per_run.get, reverse=True)
-    top = ranked[0]
-    share = profile.ms_per_run[top] / profile.total_ms
-    if str(answer) == top:
-        return CheckResult(
-            True, f"{top}: {share:.0%} of the kernel time of {profile.model}, where INT8 has to win."
-        )
-    if (
-        baseline_profile is not None
-        and str(answer) in baseline_profile.ms_per_run
-        and str(answer) not in ranked
-    ):
-        return CheckResult(
-            False,
-            f"{answer} is in the fp32 profile; this one does not run it. Read the INT8 profile's table.",
-        )
-    if str(answer) in ranked:
-        place = ranked.index(str(answer)) + 1
-        return CheckResult(
-            False, f"{answer} ranks {place} by time; look for the op type with the largest share."
-        )
-    return CheckResult(
-        False, f"{answer!r} did not run in this profile; its op types are: {', '.join(ranked)}."
-    )
+from .result import CheckResult, needs_answer, speedup_interval
 
 
 def _verdict(comparison) -> str:
@@ -133,6 +72,8 @@ def check_float_island_time(guess: str, answer: float, s8s8_profile, fp32_profil
     )
 
 
+@needs_answer("guess", message="Write your prediction in answer_2_guess first (a ratio such as 1.5 or 0.5).")
+@needs_answer("answer", hint="time the fused session in turn with fp32 (compare_latency).")
 def check_fused_s8s8(guess: float, answer, default=None) -> CheckResult:
     """Exercise (predict, then measure): the S8S8 file with `session.qdqisint8allowed = "1"` (every group
     fused into integer ops), timed in turn with fp32.
@@ -140,14 +81,6 @@ def check_fused_s8s8(guess: float, answer, default=None) -> CheckResult:
     `guess`: the ratio (fp32's time over the fused file's) predicted first; `answer`: the measured
     `LatencyComparison`; `default`: the S8S8 file's comparison with ONNX Runtime's default, for the
     feedback."""
-    if guess is None:
-        return CheckResult(
-            False, "Write your prediction in answer_2_guess first (a ratio such as 1.5 or 0.5)."
-        )
-    if answer is None:
-        return CheckResult(
-            False, "No answer yet: time the fused session in turn with fp32 (compare_latency)."
-        )
     if not hasattr(answer, "speedup_at_least"):
         return CheckResult(
             False, f"Got {type(answer).__name__}; give the LatencyComparison that compare_latency returns."
@@ -182,6 +115,8 @@ def check_fused_s8s8(guess: float, answer, default=None) -> CheckResult:
     )
 
 
+@needs_answer("guess", message='Write your prediction in answer_1_guess first: "above", "below" or "inside".')
+@needs_answer("answer", hint='where did the careless ratio land? "above", "below" or "inside".')
 def check_careless_swap(
     guess: str, answer: str, careless: float, careful_low: float, careful_high: float
 ) -> CheckResult:
@@ -189,14 +124,6 @@ def check_careless_swap(
     while INT8 is timed instead of fp32. `guess` and `answer`: "above", "below" or "inside" the careful
     loop's interval (`careful_low`..`careful_high`); `careless`: the ratio that loop gave."""
     words = ("above", "below", "inside")
-    if guess is None:
-        return CheckResult(
-            False, 'Write your prediction in answer_1_guess first: "above", "below" or "inside".'
-        )
-    if answer is None:
-        return CheckResult(
-            False, 'No answer yet: where did the careless ratio land? "above", "below" or "inside".'
-        )
     said, predicted = str(answer).strip().lower(), str(guess).strip().lower()
     if said not in words or predicted not in words:
         return CheckResult(False, f'Got {guess!r} and {answer!r}; each must be "above", "below" or "inside".')
@@ -217,15 +144,13 @@ def check_careless_swap(
     return CheckResult(True, f"{expected.capitalize()} ({where}); {note}.{why}")
 
 
+@needs_answer("guess", message="Write your prediction in answer_2_guess first (a number).")
+@needs_answer("answer", hint="compute the intensity with measure.weight_work.")
 def check_intensity(guess: float, answer: float, path, input_shapes) -> CheckResult:
     """Exercise (predict, then compute, lesson 05b): multiply-adds per byte of INT8 weights for one run
     of the float graph at `path` on inputs of `input_shapes`, as `measure.weight_work` counts them."""
     from ..measure import weight_work
 
-    if guess is None:
-        return CheckResult(False, "Write your prediction in answer_2_guess first (a number).")
-    if answer is None:
-        return CheckResult(False, "No answer yet: compute the intensity with measure.weight_work.")
     work = weight_work(path, input_shapes)
     expected, got = work.intensity(8), float(answer)
     if abs(got - expected) > 0.01 * expected:
@@ -258,13 +183,12 @@ def _bootstrap(a, b, stat, low_q: float, high_q: float, paired: bool = True, res
     return tuple(float(v) for v in np.percentile(ratios, [low_q, high_q]))
 
 
+@needs_answer("answer", hint="compute (low, high) from the two arrays of timed runs.")
 def check_bootstrap_interval(answer, fp32_ms, int8_ms, confidence: float = 0.9) -> CheckResult:
     """Exercise (write code): the paired-bootstrap 90% interval of the ratio of medians, fp32 over INT8,
     from the raw timed runs (milliseconds, run i of each taken in the same turn of the loop)."""
     import numpy as np
 
-    if answer is None:
-        return CheckResult(False, "No answer yet: compute (low, high) from the two arrays of timed runs.")
     a, b = np.asarray(fp32_ms, dtype=float), np.asarray(int8_ms, dtype=float)
     try:
         got = tuple(float(v) for v in np.asarray(answer, dtype=float).reshape(-1))

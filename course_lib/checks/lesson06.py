@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .result import CheckResult
+from .result import CheckResult, needs_answer
 
 
 def _nbits_node(path, node_name: str):
@@ -28,11 +28,10 @@ def _nbits_node(path, node_name: str):
     return attrs, sizes
 
 
+@needs_answer("answer", hint="codes + scales + zero points, in bytes.")
 def check_nbits_bytes(answer, path, node_name: str) -> CheckResult:
     """Exercise (by hand, then check): the bytes a MatMulNBits node's weight takes in the file:
     its packed 4-bit codes, float32 scales and (asymmetric) packed 4-bit zero points."""
-    if answer is None:
-        return CheckResult(False, "No answer yet: codes + scales + zero points, in bytes.")
     attrs, sizes = _nbits_node(path, node_name)
     K, N, block = attrs["K"], attrs["N"], attrs["block_size"]
     blocks = -(-K // block)
@@ -79,11 +78,10 @@ def _weight_scale(path, weight: str) -> float:
     return float(scale.reshape(()))
 
 
+@needs_answer("answer", hint="the scale, from the weight's largest |value|.")
 def check_int4_scale(answer, path, weight: str) -> CheckResult:
     """Exercise (by hand, then check): the scale `quantize_static` stores for a symmetric INT4
     weight with one scale per tensor and `reduce_range`, from the weight's largest |value|."""
-    if answer is None:
-        return CheckResult(False, "No answer yet: the scale, from the weight's largest |value|.")
     expected = _weight_scale(path, weight)
     absmax = expected * 3.5
     if np.isclose(float(answer), expected, rtol=1e-5):
@@ -107,26 +105,22 @@ def check_int4_scale(answer, path, weight: str) -> CheckResult:
     return CheckResult(False, f"Got {float(answer):.6g}, expected {expected:.6g}: {hint}.")
 
 
+@needs_answer("prediction", message="Write your guess in answer_2_guess first (section 2), before you count.")
 def check_a16w8_integer_kernels(prediction, answer, a16w8_path) -> CheckResult:
     """Exercise (predict, then check): how many of the A16W8 file's compute ops run on integer
     kernels here. Lesson 03's check, with this lesson's names in its messages."""
     from .lesson03 import check_integer_kernels
 
-    if prediction is None:
-        return CheckResult(False, "Write your guess in answer_2_guess first (section 2), before you count.")
     return check_integer_kernels(prediction, answer, a16w8_path)
 
 
+@needs_answer("answer", hint="the set of labels that pass, e.g. {label for label, p in ... if ...}.")
 def check_ship_verdicts(answer, parities: dict) -> CheckResult:
     """Exercise (interpret, then write the code): the set of variants that pass lesson 04's
     acceptance rule, from their parities with fp32 (computed with labels). The expected set is
     computed here with `measure.acceptance`."""
     from ..measure import acceptance
 
-    if answer is None:
-        return CheckResult(
-            False, "No answer yet: the set of labels that pass, e.g. {label for label, p in ... if ...}."
-        )
     if isinstance(answer, str) or not hasattr(answer, "__iter__"):
         return CheckResult(False, f"Got {answer!r}; write a set of labels, the keys of resnet_parities.")
     answer = set(answer)
@@ -171,15 +165,12 @@ def _fastest(rows, model: str, size_target: bool):
     return max(qualified, key=lambda r: r["_speedup"], default=None)
 
 
+@needs_answer("answer", hint='the "option" of the row the rule picks without the size target.')
 def check_pick_without_size_target(answer, rows, model: str) -> CheckResult:
     """Exercise (change the rule, then write the code): the row lesson 06's rule picks for `model`
     once the size target is dropped: the fastest, at the ranked setting, of the rows that meet the
     quality floor. `rows` are the lesson's table rows ("option", "quality floor", "size target",
     "_model", "_speedup")."""
-    if answer is None:
-        return CheckResult(
-            False, 'No answer yet: the "option" of the row the rule picks without the size target.'
-        )
     if isinstance(answer, dict):  # the row itself
         answer = answer.get("option")
     options = {r["option"]: r for r in rows if r.get("_model") == model}
@@ -220,15 +211,14 @@ def check_pick_without_size_target(answer, rows, model: str) -> CheckResult:
     return CheckResult(False, f"Not quite: {hint}.")
 
 
+@needs_answer(
+    "guess", message="Write your guess in answer_a_guess first (section 3), before the files are scored."
+)
 def check_ship_prediction(guess, answer, parities: dict) -> CheckResult:
     """Exercise (predict, then write the code): the set of ResNet18 files that pass lesson 04's
     acceptance rule, guessed before the files were scored (`guess`), then computed (`answer`).
     The answer is checked as `check_ship_verdicts` checks it; the feedback then says how the
     guess compared."""
-    if guess is None:
-        return CheckResult(
-            False, "Write your guess in answer_a_guess first (section 3), before the files are scored."
-        )
     if isinstance(guess, str) or not hasattr(guess, "__iter__"):
         return CheckResult(
             False, f"Got the guess {guess!r}; write a set of labels, the keys of resnet_parities."

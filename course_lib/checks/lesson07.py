@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .result import CheckResult, speedup_interval
+from .result import CheckResult, needs_answer, speedup_interval
 
 _VERDICTS = {True: "faster", False: "slower", None: "unsettled"}
 
@@ -68,13 +68,10 @@ def check_audit_lessons(answer, result) -> CheckResult:
     )
 
 
+@needs_answer("answer", hint="the parameters times one byte each, in MB (1 MB = 1e6 bytes).")
 def check_int8_floor(answer, parameters: int, file_bytes: int) -> CheckResult:
     """Exercise 3 (write code): the smallest file, in MB, that `parameters` weights can make when
     each is stored in one byte (no scales, no graph), beside the INT8 file that was written."""
-    if answer is None:
-        return CheckResult(
-            False, "No answer yet: the parameters times one byte each, in MB (1 MB = 1e6 bytes)."
-        )
     expected = parameters / 1e6
     got = float(answer)
     if abs(got - expected) <= 0.005:

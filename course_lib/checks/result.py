@@ -1,6 +1,12 @@
-"""What every self-check returns: passed or not, and feedback that teaches."""
+"""What every self-check returns, passed or not, with feedback that teaches; and the guard that
+answers for a check whose exercise has not been done yet."""
 
 from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
 
 
 class CheckResult:
@@ -17,6 +23,54 @@ class CheckResult:
 
     def _repr_markdown_(self) -> str:
         return ("✅ " if self.passed else "❌ ") + self.message
+
+
+def needs_answer(
+    *names: str, hint: str | None = None, message: str | None = None
+) -> Callable[[Callable[..., CheckResult]], Callable[..., CheckResult]]:
+    """Decorate a check so that it fails with "No answer yet: <hint>" while any of the arguments
+    `names` is still None, before the check itself runs.
+
+    The student edition sets every answer to None, so each check first says what to do. `hint`
+    names that step ("compute the codes with affine.quantize."); `message` replaces the whole
+    sentence, for a guess asked for before the answer ("Write your guess in answer_5_guess first,
+    ..."). Stacked decorators speak in order, the outermost first, so a guess's decorator goes
+    above the answer's.
+    """
+    if not names:
+        raise ValueError(
+            "needs_answer needs the names of the arguments to guard, e.g. needs_answer('answer', ...)."
+        )
+    if (hint is None) == (message is None):
+        raise ValueError(
+            f"needs_answer({', '.join(map(repr, names))}) takes one of hint= (after 'No answer yet: ') or "
+            "message= (the whole sentence); pass exactly one."
+        )
+    said = message if message is not None else f"No answer yet: {hint}"
+
+    def decorate(check: Callable[..., CheckResult]) -> Callable[..., CheckResult]:
+        signature = inspect.signature(check)
+        unknown = [n for n in names if n not in signature.parameters]
+        if unknown:
+            raise ValueError(
+                f"needs_answer guards {', '.join(map(repr, unknown))}, which {check.__name__} does not take; "
+                f"its arguments are {', '.join(signature.parameters)}."
+            )
+
+        @functools.wraps(check)
+        def guarded(*args: Any, **kwargs: Any) -> CheckResult:
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError:
+                return check(*args, **kwargs)  # a wrong call: let the check raise as it would
+            bound.apply_defaults()
+            if any(bound.arguments[n] is None for n in names):
+                return CheckResult(False, said)
+            return check(*args, **kwargs)
+
+        return guarded
+
+    return decorate
 
 
 def speedup_interval(comparison) -> str:

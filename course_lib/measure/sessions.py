@@ -6,7 +6,9 @@
     logits           a classifier's scores for every row of an array, run in batches
 
 A feed is what `session.run(None, feed)` takes: a dict {input name: array}. Functions that time
-several batch sizes take `make_inputs(batch_size) -> feed` instead.
+several batch sizes take `make_inputs(batch_size) -> feed` instead. A feed with the wrong names, or
+an array of the wrong dtype or shape, is refused with `inputs.InputError` (the course's one input
+check) before anything runs.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
+
+from ..inputs import InputError, InputSpec, check_array
 
 Feed = dict[str, np.ndarray]
 MakeInputs = Callable[[int], Feed]
@@ -63,9 +67,11 @@ def check_feed(session: Any, feed: Feed) -> int:
     expected = sorted(i.name for i in session.get_inputs())
     if not isinstance(feed, Mapping) or sorted(feed) != expected:
         got = sorted(feed) if isinstance(feed, Mapping) else type(feed).__name__
-        raise ValueError(
+        raise InputError(
             f"The model expects a feed dict with inputs {expected}; got {got}. "
-            "Fix the inputs (or make_inputs) to return {name: array} for exactly those names."
+            "Fix the inputs (or make_inputs) to return {name: array} for exactly those names.",
+            expected=expected,
+            found=got,
         )
     first = np.asarray(feed[expected[0]])
     return int(first.shape[0]) if first.ndim else 1
@@ -74,38 +80,6 @@ def check_feed(session: Any, feed: Feed) -> int:
 def feed_for(inputs: Feed | MakeInputs, batch_size: int) -> Feed:
     """The feed itself, or the one `make_inputs(batch_size)` makes."""
     return inputs(batch_size) if callable(inputs) else inputs
-
-
-# ONNX element types as ONNX Runtime names them -> the numpy dtype a feed must hold.
-_NUMPY_TYPES = {
-    "tensor(float)": np.float32,
-    "tensor(double)": np.float64,
-    "tensor(float16)": np.float16,
-    "tensor(int64)": np.int64,
-    "tensor(int32)": np.int32,
-    "tensor(int8)": np.int8,
-    "tensor(uint8)": np.uint8,
-    "tensor(bool)": np.bool_,
-}
-
-
-def _check_rows(model: str, declared: Any, array: np.ndarray) -> None:
-    """One input's array against the shape and type the model declares, rows along axis 0."""
-    shape = "[" + ", ".join("N" if not isinstance(d, int) else str(d) for d in declared.shape) + "]"
-    if array.ndim != len(declared.shape) or any(
-        isinstance(d, int) and d != found
-        for d, found in zip(declared.shape[1:], array.shape[1:], strict=False)
-    ):
-        raise ValueError(
-            f"{model} expects input {declared.name!r} of shape {shape}; got an array of shape "
-            f"{array.shape}. Reshape or preprocess x to that shape, one row per example along axis 0."
-        )
-    wanted = _NUMPY_TYPES.get(declared.type)
-    if wanted is not None and array.dtype != wanted:
-        raise ValueError(
-            f"{model} expects input {declared.name!r} as {np.dtype(wanted).name}; got {array.dtype.name}. "
-            f"Convert it first: x.astype(np.{np.dtype(wanted).name})."
-        )
 
 
 def logits(
@@ -149,7 +123,8 @@ def logits(
     check_feed(session, x)
     feed = {name: np.asarray(array) for name, array in x.items()}
     for declared in inputs:
-        _check_rows(model, declared, feed[declared.name])
+        spec = InputSpec.of_session_input(declared)
+        check_array(feed[spec.name], spec, what=f"The array fed to {spec.name!r}", model=model)
     counts = {name: len(array) for name, array in feed.items()}
     n = next(iter(counts.values()))
     if n == 0 or len(set(counts.values())) != 1:
