@@ -55,7 +55,7 @@ INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "sentence_embedding"  # not "embedding": that collides with a name inside the graph
 NUM_HEADS, HIDDEN_SIZE = 12, 384
 ONNX_OPSET = 17
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: each file's record is `export_record`'s (opset, exporter, parity samples)
 
 
 class WeightsChecksumError(RuntimeError):

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from .. import data as _data
-from ..files import sha256_file
+from ..files import atomic_write, sha256_file
 from ..names import RESNET18
 from .registry import TrainedModel, spec
 from .store import ONNX_EXPORTER, ONNX_OPSET, CacheProblem, check_onnx, meta_path, onnx_path, write_meta
@@ -165,6 +165,9 @@ def export_onnx(
         model.producer_name = "onnx-quant-course"
         onnx.checker.check_model(model, full_check=True)
         onnx.save(model, str(tmp))
+
+    atomic_write(path, write)
+    return path
 
 
 def parity_inputs(name: str, n: int = 256) -> np.ndarray:
