@@ -337,7 +337,7 @@ def check_cache() -> dict:
     if meta.get("format") != CACHE_FORMAT or meta.get("weights_sha256") != WEIGHTS_SHA256:
         raise CacheProblem("stale: exported from other weights or by an older course_lib")
     for kind, file in onnx_paths().items():
-        check_onnx(file, meta.get("files", {}).get(kind, {}))
+        check_onnx(file, meta.get("files", {}).get(kind, {}), opset=ONNX_OPSET)
     return meta
 
 
