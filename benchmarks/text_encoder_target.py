@@ -42,7 +42,7 @@ from onnxruntime.quantization import (  # noqa: E402
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer  # noqa: E402
 from onnxruntime.quantization.shape_inference import quant_pre_process  # noqa: E402
 
-from course_lib import hardware, measure  # noqa: E402
+from course_lib import hardware, measure, models  # noqa: E402
 from course_lib import text_encoder as te  # noqa: E402
 
 TARGET_COS, TARGET_B16, TARGET_B1 = 0.99, 1.5, 1.3
@@ -121,7 +121,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.getLogger().setLevel(logging.ERROR)
     print(f"CPU: {hardware.cpu_summary()}; {args.threads} threads; sequence 128")
-    paths = te.ensure_onnx(log=lambda _: None)
+    paths = models.get(te.NAME, log=lambda _: None).onnx_files
     sentences = te.load_sentences(300)
     calibration = te.encode(sentences[:100], max_length=128, padding="max_length")
     feed = te.encode(sentences[100:], max_length=128, padding="max_length")

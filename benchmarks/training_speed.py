@@ -20,6 +20,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from course_lib import data, hardware, models  # noqa: E402
+from course_lib.models import estimate, training  # noqa: E402
 
 # (label, input size, batch size, channels_last, skip dead taps)
 SETTINGS = [
@@ -43,10 +44,10 @@ def images_per_second(size: int, batch: int, channels_last: bool, skip: bool, st
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
         model = model.to(memory_format=torch.channels_last)
-    opt, _ = models._resnet_optimizer(model, recipe, 1)
-    fast = models._skipping_dead_taps(model) if skip else contextlib.nullcontext()
+    opt, _ = training.resnet_optimizer(model, recipe, 1)
+    fast = training._skipping_dead_taps(model) if skip else contextlib.nullcontext()
     with fast:
-        per_step = models._time_steps(model, opt, x, y, steps, label_smoothing=recipe.label_smoothing)
+        per_step = estimate._time_steps(model, opt, x, y, steps, label_smoothing=recipe.label_smoothing)
     return batch / per_step
 
 

@@ -5,13 +5,13 @@ can keep the quantization calls themselves in plain sight. One module per idea, 
 top to bottom. These are the library the lessons use:
 
     data          Fashion-MNIST (sources, checksums, one preprocessing, splits), two moons, data directory
-    models        the demo models (two-moons MLP, ResNet18): build, train, cache (verified), export to ONNX
-    cache         the models' cache on disk: recipes, files, checks, the verified ONNX file (imports no torch)
+    models        every model by name, `models.get(name)`: the demo models (two-moons MLP, ResNet18),
+                  the text encoder, the NanoGPT; their cache (verified, readable without torch), the
+                  pipeline (cache, archive, release download, training), training, export (a package)
     release       a published release: its archive's download and reading, each file checked by SHA-256
-    pipeline      getting a verified model: cache, then archive, then release download, then training
     text_encoder  all-MiniLM-L6-v2: its published weights, the ONNX export, tokenized sentences, embeddings
-    nanogpt       lesson 07's character-level GPT (210k parameters) on the stdlib's source: trained here,
-                  cached (verified), exported to ONNX; perplexity and sample inputs
+    nanogpt       lesson 07's character-level GPT (210k parameters) on the stdlib's source: the corpus,
+                  the network, its training and export; perplexity and sample inputs
     affine        the INT8 encoding itself: scale, zero point, rounding as ONNX Runtime does it, error bounds
     calibration   CalibrationDataReaders that check what they feed (ArrayReader, DatasetReader), ranges
     pre_process   `quant_pre_process` step by step, and a model its shape inference cannot read
@@ -49,7 +49,6 @@ import importlib
 _MODULES = (
     "affine",
     "audit",
-    "cache",
     "calibration",
     "checks",
     "claims",
@@ -61,7 +60,6 @@ _MODULES = (
     "models",
     "nanogpt",
     "nodes",
-    "pipeline",
     "qat",
     "reference",
     "runtimes",
@@ -89,12 +87,19 @@ _NAMES = {
         "preprocess",
     ),
     "hardware": ("cpu_report", "has_vnni", "onnxruntime_providers", "u8s8_can_saturate"),
-    "models": ("MODELS", "TrainedModel", "export_onnx", "onnx_metadata"),
-    "nanogpt": ("ensure_nanogpt",),
-    # Getting a verified model: cache, archive, release download, training (see `pipeline`);
-    # `ensure_onnx` on a verified cache imports no PyTorch.
-    "pipeline": ("ensure_model", "ensure_models", "ensure_onnx", "export_trained", "load_model"),
-    "cache": ("onnx_path",),
+    # Every model's verified files: `models.get(name)` (on a demo model's verified cache it imports no
+    # PyTorch); the PyTorch module of a demo model: `load_model` (cache, archive, release, training).
+    "models": (
+        "MODELS",
+        "TrainedModel",
+        "ensure_model",
+        "ensure_models",
+        "export_onnx",
+        "export_trained",
+        "load_model",
+        "onnx_metadata",
+        "onnx_path",
+    ),
 }
 _HOME = {name: module for module, names in _NAMES.items() for name in names}
 
@@ -119,7 +124,6 @@ __all__ = [
     "CalibrationError",
     "DatasetReader",
     "affine",
-    "cache",
     "calibration",
     "checks",
     "claim",
@@ -127,6 +131,7 @@ __all__ = [
     "explorers",
     "kernels",
     "measure",
+    "models",
     "audit",
     "nanogpt",
     "nodes",
@@ -141,10 +146,8 @@ __all__ = [
     "checked_node_names",
     "cpu_report",
     "ensure_model",
-    "ensure_nanogpt",
     "data_dir",
     "default_preprocessing",
-    "ensure_onnx",
     "export_onnx",
     "export_trained",
     "find_fashion_mnist",

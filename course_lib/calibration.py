@@ -84,7 +84,7 @@ def _load_model(model: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
     if not path.is_file():
         raise CalibrationError(
             f"No ONNX model at {path}: expected the path of the fp32 model to calibrate. "
-            "Export it first (e.g. course_lib.ensure_onnx(...)) or fix the path."
+            "Export it first (e.g. course_lib.models.get(...).onnx) or fix the path."
         )
     try:
         return onnx.load(str(path), load_external_data=False)

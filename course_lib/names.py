@@ -1,7 +1,7 @@
-"""The names the course files and results under: the demo models and the text encoder.
+"""The names the course files and results under: the demo models, the text encoder, the NanoGPT.
 
-Kept apart from `models` and `text_encoder`, which import PyTorch, so that code that only reads
-results (the report) can name them without paying for torch.
+Kept apart from the modules that import PyTorch (`models.registry`, `text_encoder`, `nanogpt`), so
+that code that only reads results (the report) can name them without paying for torch.
 """
 
 MOONS_MLP = "moons_mlp"

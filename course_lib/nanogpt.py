@@ -15,12 +15,14 @@ This module makes such a model on the learner's own CPU, in about two minutes:
     export_onnx      `tokens` int64 [batch, context] -> `logits` float32 [batch, context, vocab]
     perplexity       exp(mean cross-entropy) of an ONNX model on token windows, by ONNX Runtime
     sample_windows   validation windows as int64 inputs (`save_sample_inputs` writes an .npz)
-    ensure_nanogpt   the trained model's verified fp32 ONNX file: from the cache, else trained
+    cached_files     the trained model's verified fp32 ONNX file, as `models.get("nanogpt")`
+                     returns it: from the cache, else trained here
 
 The cache is `<data dir>/models/nanogpt/`: weights, ONNX file and a metadata file naming both
-files' SHA-256, the recipe and the corpus's SHA-256. Every read checks them; a corrupt or stale
-entry is rebuilt, with a message saying why. The corpus depends on the Python version (the
-standard library changes), so a different Python trains its own model.
+files' SHA-256 (`models.export.export_record`), the recipe and the corpus's SHA-256. Every read
+checks them (`models.store`); a corrupt or stale entry is rebuilt, with a message saying why. The
+corpus depends on the Python version (the standard library changes), so a different Python
+trains its own model.
 """
 
 from __future__ import annotations
@@ -40,10 +42,23 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import data as _data
-from .cache import ONNX_EXPORTER, ONNX_OPSET, CacheProblem, check_entry, export_record, training_seed
 from .files import atomic_write, sha256_file
-from .models import PARITY_ATOL, _progress, _seed_everything, _threads, device_description
+from .models.architectures import parameter_count
+from .models.export import PARITY_ATOL, export_record, onnx_parity
+from .models.store import (
+    ONNX_EXPORTER,
+    ONNX_OPSET,
+    CacheProblem,
+    ModelFiles,
+    Origin,
+    cache_dir,
+    check_entry,
+    check_onnx,
+    onnx_path,
+    training_seed,
+    write_meta,
+)
+from .models.training import device_description, progress_bar, seed_everything, torch_threads
 from .names import NANOGPT
 from .units import format_duration
 from .versions import library_versions
@@ -212,11 +227,6 @@ class GPT(nn.Module):
         return self.head(self.ln_f(x))
 
 
-def parameter_count(model: nn.Module) -> int:
-    """Trainable parameters, a tied matrix counted once."""
-    return sum(p.numel() for p in model.parameters())
-
-
 # --------------------------------------------------------------------------------------------
 # Training
 # --------------------------------------------------------------------------------------------
@@ -287,7 +297,7 @@ def train(
 ) -> tuple[GPT, dict]:
     """Train the GPT on the corpus; returns the model and its record (steps, seconds, losses, why
     it stopped, validation perplexity against the unigram baseline)."""
-    _seed_everything(recipe.seed)
+    seed_everything(recipe.seed)
     text = corpus(recipe.max_chars)
     tokens = encode(text)
     train_tokens, val_tokens = split(tokens)
@@ -306,7 +316,10 @@ def train(
     gen = torch.Generator().manual_seed(recipe.seed)
     losses: list[float] = []
     step, stopped_by = 0, "steps"
-    with _threads(recipe.threads), _progress(recipe.max_steps, "NanoGPT on the stdlib", progress) as bar:
+    with (
+        torch_threads(recipe.threads),
+        progress_bar(recipe.max_steps, "NanoGPT on the stdlib", progress) as bar,
+    ):
         start = time.perf_counter()
         model.train()
         while step < recipe.max_steps:
@@ -481,36 +494,9 @@ def save_sample_inputs(
     return path
 
 
-def onnx_parity(model: GPT, path: str | Path, inputs: np.ndarray) -> float:
-    """Max absolute difference between PyTorch's and ONNX Runtime's logits on `inputs`."""
-    ort_out = _session(path).run([OUTPUT_NAME], {INPUT_NAME: inputs})[0]
-    with torch.inference_mode():
-        torch_out = model.eval()(torch.from_numpy(inputs)).numpy()
-    return float(np.abs(ort_out - torch_out).max())
-
-
 # --------------------------------------------------------------------------------------------
 # The cache: atomic writes, verified reads
 # --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class NanoGPTFiles:
-    """The trained model's verified files and what training and export recorded."""
-
-    onnx: Path
-    weights: Path
-    record: dict
-    trained: bool  # True when this call trained it, False when the cache had it
-
-    @property
-    def validation_perplexity(self) -> float:
-        return float(self.record["onnx"]["validation_perplexity"])
-
-
-def cache_dir() -> Path:
-    """Where the NanoGPT's weights, metadata and ONNX file live: `<data dir>/models/nanogpt/`."""
-    return _data.data_dir() / "models" / NAME
-
-
 def corpus_fingerprint(recipe: NanoGPTRecipe = DEFAULT_RECIPE) -> str:
     """The SHA-256 of the corpus's UTF-8 bytes (it changes with the Python version)."""
     import hashlib
@@ -527,18 +513,6 @@ def _check_weights(directory: Path, recipe: NanoGPTRecipe) -> dict:
         stale_data="trained on a different corpus (another Python version?)",
         cache_format=CACHE_FORMAT,
     )
-
-
-def _check_onnx(directory: Path, meta: dict) -> Path:
-    path = directory / f"{NAME}.onnx"
-    recorded = meta.get("onnx", {})
-    if not path.exists():
-        raise CacheProblem(f"{path.name} is missing")
-    if sha256_file(path) != recorded.get("sha256"):
-        raise CacheProblem(f"corrupt: {path.name} does not match its recorded SHA-256")
-    if recorded.get("exporter") != ONNX_EXPORTER or recorded.get("opset") != ONNX_OPSET:
-        raise CacheProblem(f"stale: {path.name} was exported with other settings")
-    return path
 
 
 def _load_weights(directory: Path, recipe: NanoGPTRecipe) -> GPT:
@@ -564,7 +538,7 @@ def _export_and_record(model: GPT, directory: Path, meta: dict, recipe: NanoGPTR
         **export_record(path, diff, len(inputs)),
         "validation_perplexity": perplexity(path, evaluation_windows(recipe)),
     }
-    atomic_write(directory / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=2)))
+    write_meta(directory / "meta.json", meta)
     return path
 
 
@@ -585,22 +559,31 @@ def _train_and_cache(directory: Path, recipe: NanoGPTRecipe, progress: bool, log
     }
     # The metadata names the weights' hash, so it is written second: a crash in between leaves an
     # entry whose hash does not match, which the next read rebuilds.
-    atomic_write(directory / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=2)))
+    write_meta(directory / "meta.json", meta)
     with contextlib.suppress(FileNotFoundError):
         (directory / f"{NAME}.onnx").unlink()  # an older export belongs to older weights
     return model, meta
 
 
-def ensure_nanogpt(
+def check_cache(recipe: NanoGPTRecipe = DEFAULT_RECIPE) -> dict:
+    """The cache entry's metadata when its weights and ONNX file match their records and `recipe`;
+    CacheProblem with the reason otherwise."""
+    meta = _check_weights(cache_dir(NAME), recipe)
+    check_onnx(onnx_path(NAME), meta.get("onnx", {}), exporter=ONNX_EXPORTER, opset=ONNX_OPSET)
+    return meta
+
+
+def cached_files(
     progress: bool = True, log: Callable[[str], None] = print, recipe: NanoGPTRecipe = DEFAULT_RECIPE
-) -> NanoGPTFiles:
-    """The trained NanoGPT's verified fp32 ONNX file, weights and record.
+) -> ModelFiles:
+    """The trained NanoGPT's verified fp32 ONNX file and its record, as `models.get("nanogpt")`
+    returns them (`meta["onnx"]["validation_perplexity"]`: the export's perplexity).
 
     From the cache when every recorded SHA-256 matches; else exported again from verified weights,
     else trained here (about two minutes on 2 cores), each time with a message saying why.
     """
-    directory = cache_dir()
-    trained = False
+    directory = cache_dir(NAME)
+    origin = Origin.CACHE
     try:
         meta = _check_weights(directory, recipe)
     except CacheProblem as exc:
@@ -609,17 +592,18 @@ def ensure_nanogpt(
         else:
             log(f"Training the NanoGPT here (at most {format_duration(recipe.max_seconds)}).")
         model, meta = _train_and_cache(directory, recipe, progress, log)
-        trained = True
+        origin = Origin.TRAINED
     try:
-        path = _check_onnx(directory, meta)
+        path = check_onnx(onnx_path(NAME), meta.get("onnx", {}), exporter=ONNX_EXPORTER, opset=ONNX_OPSET)
     except CacheProblem as exc:
-        if not trained:
+        if origin is not Origin.TRAINED:
             log(f"The NanoGPT's ONNX file cannot be used ({exc}); exporting it again.")
+            origin = Origin.EXPORTED
             try:
                 model = _load_weights(directory, recipe)
             except CacheProblem as problem:
                 log(f"The NanoGPT cache in {directory} cannot be used ({problem}); training it again.")
                 model, meta = _train_and_cache(directory, recipe, progress, log)
-                trained = True
+                origin = Origin.TRAINED
         path = _export_and_record(model, directory, meta, recipe)
-    return NanoGPTFiles(onnx=path, weights=directory / "weights.pt", record=meta, trained=trained)
+    return ModelFiles(NAME, path, meta, origin)

@@ -14,8 +14,8 @@ module is the other side: what a release is, its download (retried a few times w
 connection drops), and reading the model files out of a release archive or a workshop bundle,
 each one checked against its SHA-256. A download is verified against release.json before anything
 is kept, and refused, with nothing kept, when one byte differs. Installing what it reads into the
-cache (with a parity check that needs PyTorch) is `course_lib.pipeline`'s part; this module imports
-only the torch-free `cache`, never `models` or `pipeline`.
+cache (with a parity check that needs PyTorch) is `course_lib.models.pipeline`'s part; this module
+imports only the torch-free `models.store`, never the rest of `models`.
 
 Where the archive is downloaded from: `<repository>/releases/download/<tag>/course-models.tar`,
 the repository being the address in pyproject.toml (recorded in release.json). Setting
@@ -43,9 +43,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
 
-from . import cache
-from .cache import Origin
 from .files import sha256_file
+from .models import store
+from .models.store import Origin
 
 FORMAT = 1
 ASSET = "course-models.tar"
@@ -81,9 +81,9 @@ def release_tag(names: Iterable[str] = RELEASE_MODELS) -> str:
     So a course whose recipe changed never downloads weights trained with the old one.
     """
     payload = {
-        "format": cache.CACHE_FORMAT,
-        "models": {name: cache.RECIPES[name].digest() for name in sorted(names)},
-        "data": [cache.FINGERPRINTS[name]() for name in sorted(names)],
+        "format": store.CACHE_FORMAT,
+        "models": {name: store.RECIPES[name].digest() for name in sorted(names)},
+        "data": [store.FINGERPRINTS[name]() for name in sorted(names)],
     }
     return "models-" + hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -269,7 +269,7 @@ class _Archive:
     """The model files inside a release archive or a bundle, with the hashes they must have."""
 
     path: Path
-    kind: str  # cache.Origin value
+    kind: str  # store.Origin value
     expected: dict[str, dict]  # "models/<name>/<file>" -> {"sha256", "bytes"}
     open: Callable[[str], IO[bytes]]
 

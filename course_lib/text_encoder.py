@@ -14,13 +14,14 @@ Two fp32 ONNX files are cached under `<data dir>/models/text_encoder/`:
 - `text_encoder.onnx`: the TorchScript export (`torch.onnx.export(..., dynamo=False)`);
 - `text_encoder.opt.onnx`: the same graph after ONNX Runtime's transformer optimizer fused
   attention, embedding + LayerNorm, bias + GELU and skip + LayerNorm: the fair fp32 baseline.
-Both are written atomically and verified by SHA-256 on every read; a missing or corrupt file is
-exported again, with a message.
+`models.get("text_encoder")` returns them (`cached_files` here does the work): written atomically,
+recorded in meta.json by `models.export.export_record` and verified by `models.store.check_onnx`
+on every read, like every model of the course; a missing or corrupt file is exported again, with
+a message.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -31,8 +32,19 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import data as _data
 from .files import atomic_write, sha256_file
+from .models.architectures import parameter_count
+from .models.export import export_record, onnx_parity
+from .models.store import (
+    CacheProblem,
+    ModelFiles,
+    Origin,
+    cache_dir,
+    check_onnx,
+    meta_path,
+    read_meta,
+    write_meta,
+)
 from .names import TEXT_ENCODER as NAME  # defined apart, torch-free, for the report
 from .versions import library_versions, package_version
 
@@ -43,7 +55,7 @@ INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "sentence_embedding"  # not "embedding": that collides with a name inside the graph
 NUM_HEADS, HIDDEN_SIZE = 12, 384
 ONNX_OPSET = 17
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: each file's record is `export_record`'s (opset, exporter, parity samples)
 
 
 class WeightsChecksumError(RuntimeError):
@@ -192,10 +204,6 @@ def load_torch_model(directory: Path | None = None) -> SentenceEncoder:
     return SentenceEncoder(bert).eval()
 
 
-def parameter_count(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
-
-
 # --------------------------------------------------------------------------------------------
 # Sentences: real English, offline, deterministic
 # --------------------------------------------------------------------------------------------
@@ -277,13 +285,9 @@ def load_sentences(n: int = 300, modules: Sequence[str] = SENTENCE_MODULES) -> l
 # --------------------------------------------------------------------------------------------
 # Export, optimize, cache
 # --------------------------------------------------------------------------------------------
-def cache_dir() -> Path:
-    return _data.data_dir() / "models" / NAME
-
-
 def onnx_paths() -> dict[str, Path]:
     """{'raw': the TorchScript export, 'optimized': after ONNX Runtime's transformer optimizer}."""
-    d = cache_dir()
+    d = cache_dir(NAME)
     return {"raw": d / f"{NAME}.onnx", "optimized": d / f"{NAME}.opt.onnx"}
 
 
@@ -324,45 +328,36 @@ def optimize_onnx(raw: Path, path: Path) -> Path:
     return path
 
 
-def meta_path() -> Path:
-    """The metadata file of the exported encoder (weights hash, each ONNX file's hash and parity)."""
-    return cache_dir() / "meta.json"
-
-
-def cache_status() -> str:
-    """'ok' or why the cached ONNX files would be rebuilt."""
-    path = meta_path()
-    if not path.exists():
-        return "not exported yet"
-    try:
-        meta = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        return f"metadata unreadable ({exc})"
+def check_cache() -> dict:
+    """The cached export's metadata when it was made from the published weights by this format and
+    both ONNX files match their records (`check_onnx`); CacheProblem with the reason otherwise."""
+    if not meta_path(NAME).exists():
+        raise CacheProblem("not exported yet")
+    meta = read_meta(meta_path(NAME))
     if meta.get("format") != CACHE_FORMAT or meta.get("weights_sha256") != WEIGHTS_SHA256:
-        return "stale: exported from other weights or by an older course_lib"
+        raise CacheProblem("stale: exported from other weights or by an older course_lib")
     for kind, file in onnx_paths().items():
-        if not file.exists():
-            return f"{file.name} is missing"
-        if sha256_file(file) != meta.get("files", {}).get(kind, {}).get("sha256"):
-            return f"corrupt: {file.name} does not match its recorded SHA-256"
-    return "ok"
+        check_onnx(file, meta.get("files", {}).get(kind, {}), opset=ONNX_OPSET)
+    return meta
 
 
-def ensure_onnx(log: Callable[[str], None] = print) -> dict[str, Path]:
-    """The verified fp32 ONNX files {'raw', 'optimized'}; exported and optimized if missing or corrupt."""
-    status = cache_status()
+def cached_files(log: Callable[[str], None] = print) -> ModelFiles:
+    """The verified fp32 ONNX files (`onnx_files`: {'raw', 'optimized'}) and their metadata, as
+    `models.get("text_encoder")` returns them; exported and optimized first if missing or corrupt."""
     paths = onnx_paths()
-    if status == "ok":
-        return paths
-    if status != "not exported yet":
-        log(f"Cached text encoder will be rebuilt: {status}.")
+    try:
+        return ModelFiles(NAME, paths["raw"], check_cache(), Origin.CACHE, paths)
+    except CacheProblem as exc:
+        if str(exc) != "not exported yet":
+            log(f"Cached text encoder will be rebuilt: {exc}.")
     log("Exporting all-MiniLM-L6-v2 to ONNX and optimizing it …")
     start = time.perf_counter()
     model = load_torch_model()
     export_onnx(model, paths["raw"])
     optimize_onnx(paths["raw"], paths["optimized"])
     sentences = load_sentences(16)
-    diffs = {kind: onnx_parity(model, p, sentences) for kind, p in paths.items()}
+    feed = encode(sentences, padding="longest")
+    made_by = {"raw": "torchscript", "optimized": "torchscript, then onnxruntime.transformers.optimizer"}
     meta = {
         "format": CACHE_FORMAT,
         "source": SOURCE,
@@ -378,21 +373,14 @@ def ensure_onnx(log: Callable[[str], None] = print) -> dict[str, Path]:
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "export_seconds": time.perf_counter() - start,
         "files": {
-            kind: {
-                "file": p.name,
-                "sha256": sha256_file(p),
-                "bytes": p.stat().st_size,
-                "parity_max_abs_diff": diffs[kind],
-            }
+            kind: export_record(
+                p, onnx_parity(model, p, feed), len(sentences), opset=ONNX_OPSET, exporter=made_by[kind]
+            )
             for kind, p in paths.items()
         },
     }
-    atomic_write(meta_path(), lambda p: p.write_text(json.dumps(meta, indent=2)))
-    return paths
-
-
-def read_meta() -> dict:
-    return json.loads(meta_path().read_text())
+    write_meta(meta_path(NAME), meta)
+    return ModelFiles(NAME, paths["raw"], meta, Origin.EXPORTED, paths)
 
 
 # Sentences per forward pass when embedding a whole set: 300 sentences of 128 tokens at once would
@@ -428,9 +416,3 @@ def onnx_embed(path_or_session, feed: dict[str, np.ndarray], batch: int = EMBED_
             for i in range(0, n, batch)
         ]
     )
-
-
-def onnx_parity(model: nn.Module, path: Path, sentences: Sequence[str]) -> float:
-    """Max |ONNX Runtime - PyTorch| over the embeddings of `sentences` (padded to the longest)."""
-    feed = encode(sentences, padding="longest")
-    return float(np.abs(onnx_embed(path, feed) - torch_embed(model, feed)).max())

@@ -63,7 +63,7 @@ def build_resnet_variants(
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_dynamic, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    from . import models, pipeline
+    from . import models
     from .calibration import DatasetReader
 
     unknown = [n for n in names if n not in RESNET_VARIANTS]
@@ -71,7 +71,7 @@ def build_resnet_variants(
         raise ValueError(f"Unknown variant(s) {unknown}; choose from {', '.join(RESNET_VARIANTS)}.")
     directory.mkdir(parents=True, exist_ok=True)
     paths = {"fp32": directory / "resnet18.fp32.onnx"}
-    quant_pre_process(str(pipeline.ensure_onnx(models.RESNET18)), str(paths["fp32"]))
+    quant_pre_process(str(models.get(models.RESNET18).onnx), str(paths["fp32"]))
     reader = DatasetReader(paths["fp32"], count=200, batch_size=20)
     for name in names:
         kind, options = RESNET_VARIANTS[name]

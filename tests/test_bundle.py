@@ -105,7 +105,7 @@ def _prepared_model_files() -> dict[str, Path]:
             models.onnx_path(name),
         ):
             out[f"data/models/{name}/{path.name}"] = path
-    for path in [*text_encoder.onnx_paths().values(), text_encoder.cache_dir() / "meta.json"]:
+    for path in [*text_encoder.onnx_paths().values(), models.meta_path(text_encoder.NAME)]:
         out[f"data/models/{text_encoder.NAME}/{path.name}"] = path
     return out
 
@@ -210,7 +210,8 @@ import socket
 from pathlib import Path
 
 import course_lib.data as _data
-import course_lib.models as _models
+import course_lib.models.export as _export
+import course_lib.models.registry as _registry
 
 
 def _forbidden(what):
@@ -222,8 +223,8 @@ def _forbidden(what):
 
 _data.DEBIAN_DIR = Path("/nonexistent/debian-dir-disabled-by-the-bundle-test")
 _data._torchvision_download = _forbidden("downloading Fashion-MNIST")
-_models.train_and_cache = _forbidden("training a model")
-_models.export_onnx = _forbidden("exporting a model")
+_registry.train_and_cache = _forbidden("training a model")
+_export.export_onnx = _forbidden("exporting a model")
 _connect = socket.socket.connect
 
 

@@ -11,11 +11,12 @@ import onnxruntime as ort
 import pytest
 import torch
 
-import course_lib.cache as cache
 import course_lib.data as data
 import course_lib.files as files
 import course_lib.models as models
-import course_lib.pipeline as pipeline
+import course_lib.models.pipeline as pipeline
+import course_lib.models.store as store
+import course_lib.models.training as training
 
 
 class Log(list):
@@ -99,22 +100,22 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
 
 
 def test_onnx_file_that_changed_is_exported_again(cached_mlp):
-    path = pipeline.ensure_onnx("moons_mlp", log=Log())
+    path = models.get("moons_mlp", log=Log()).onnx
     first = files.sha256_file(path)
     model = onnx.load(path)
     model.producer_name = "tampered"
     onnx.save(model, path)
     log = Log()
-    path = pipeline.ensure_onnx("moons_mlp", log=log)
+    path = models.get("moons_mlp", log=log).onnx
     assert "exporting again" in log[0] and files.sha256_file(path) == first
 
 
 def test_a_verified_onnx_file_is_found_without_importing_torch(cached_mlp):
     # Lessons that need only the ONNX file must not pay torch's half gigabyte (Binder: 2 GB).
-    path = pipeline.ensure_onnx("moons_mlp", log=Log())
+    path = models.get("moons_mlp", log=Log()).onnx
     code = (
         "import sys, course_lib as cl\n"
-        "path = cl.ensure_onnx('moons_mlp', train=False)\n"
+        "path = cl.models.get('moons_mlp', train=False).onnx\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
         "print(path)\n"
     )
@@ -125,21 +126,21 @@ def test_a_verified_onnx_file_is_found_without_importing_torch(cached_mlp):
 
 
 def test_the_torch_free_check_refuses_what_the_full_check_refuses(cached_mlp, monkeypatch):
-    path = pipeline.ensure_onnx("moons_mlp", log=Log())
-    assert cache.verified_onnx("moons_mlp") == path
+    path = models.get("moons_mlp", log=Log()).onnx
+    assert store.check_demo("moons_mlp")[0] == path
     model = onnx.load(path)
     model.producer_name = "tampered"
     onnx.save(model, path)
-    with pytest.raises(cache.CacheProblem, match="does not match the cached weights' export record"):
-        cache.verified_onnx("moons_mlp")
+    with pytest.raises(store.CacheProblem, match="does not match its export record"):
+        store.check_demo("moons_mlp")[0]
     log = Log()
-    assert pipeline.ensure_onnx("moons_mlp", log=log) == path and "exporting again" in log[0]
-    assert cache.verified_onnx("moons_mlp") == path  # the new export is recorded
-    recipe = cache.RECIPES["moons_mlp"]
-    changed = cache.Recipe(**{**recipe.to_dict(), "augment": (), "epochs": recipe.epochs + 1})
-    monkeypatch.setitem(cache.RECIPES, "moons_mlp", changed)
-    with pytest.raises(cache.CacheProblem, match="stale: trained with a different recipe"):
-        cache.verified_onnx("moons_mlp")
+    assert models.get("moons_mlp", log=log).onnx == path and "exporting again" in log[0]
+    assert store.check_demo("moons_mlp")[0] == path  # the new export is recorded
+    recipe = store.RECIPES["moons_mlp"]
+    changed = store.Recipe(**{**recipe.to_dict(), "augment": (), "epochs": recipe.epochs + 1})
+    monkeypatch.setitem(store.RECIPES, "moons_mlp", changed)
+    with pytest.raises(store.CacheProblem, match="stale: trained with a different recipe"):
+        store.check_demo("moons_mlp")[0]
 
 
 def test_a_model_is_exported_by_name_in_a_fresh_process(cached_mlp, tmp_path):
@@ -150,9 +151,7 @@ def test_a_model_is_exported_by_name_in_a_fresh_process(cached_mlp, tmp_path):
     assert memory.peak_bytes > 100e6  # the child imported torch, not this test's process
     x = np.random.default_rng(0).normal(size=(5, 2)).astype(np.float32)
     fresh = ort.InferenceSession(str(out)).run(None, {"input": x})[0]
-    cached = ort.InferenceSession(str(pipeline.ensure_onnx("moons_mlp", log=Log()))).run(None, {"input": x})[
-        0
-    ]
+    cached = ort.InferenceSession(str(models.get("moons_mlp", log=Log()).onnx)).run(None, {"input": x})[0]
     np.testing.assert_allclose(fresh, cached, atol=1e-6)
 
 
@@ -216,7 +215,7 @@ def test_resnet18_corrupt_cache_is_detected_without_retraining(resnet_cache, pri
 
 @pytest.mark.parametrize("name", ["moons_mlp", "fashion_resnet18"])
 def test_onnx_export_is_checked_self_contained_and_matches_pytorch(name):
-    path = pipeline.ensure_onnx(name)
+    path = models.get(name).onnx
     model = onnx.load(path)
     onnx.checker.check_model(model, full_check=True)
     assert not any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
@@ -227,7 +226,7 @@ def test_onnx_export_is_checked_self_contained_and_matches_pytorch(name):
 
     trained = pipeline.load_model(name, train=False)
     inputs = models.parity_inputs(name, n=256)
-    assert models.onnx_parity(trained, path, inputs) <= 1e-4
+    assert models.onnx_parity(trained.module, path, inputs) <= 1e-4
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     for batch in (1, 7):
         assert session.run(None, {"input": inputs[:batch]})[0].shape == (
@@ -237,7 +236,7 @@ def test_onnx_export_is_checked_self_contained_and_matches_pytorch(name):
 
 
 def test_resnet_onnx_carries_its_preprocessing_and_class_names():
-    props = models.onnx_metadata(pipeline.ensure_onnx("fashion_resnet18"))
+    props = models.onnx_metadata(models.get("fashion_resnet18").onnx)
     prep = data.default_preprocessing()
     assert json.loads(props["class_names"]) == list(data.CLASS_NAMES)
     assert int(props["input_size"]) == 32
@@ -253,7 +252,7 @@ def test_a_torchscript_export_can_keep_its_batchnorms_and_still_match_pytorch(tm
     path = models.export_onnx(trained, tmp_path / "legacy.onnx", exporter="torchscript", keep_batchnorm=True)
     ops = [n.op_type for n in onnx.load(path).graph.node]
     assert ops.count("BatchNormalization") == 20  # one after each of ResNet18's 20 convolutions
-    assert models.onnx_parity(trained, path, models.parity_inputs("fashion_resnet18", n=64)) <= 1e-4
+    assert models.onnx_parity(trained.module, path, models.parity_inputs("fashion_resnet18", n=64)) <= 1e-4
     folded = models.export_onnx(trained, tmp_path / "folded.onnx", exporter="torchscript")
     assert "BatchNormalization" not in [n.op_type for n in onnx.load(folded).graph.node]
     with pytest.raises(ValueError, match="needs exporter='torchscript'"):
@@ -280,7 +279,7 @@ def test_skipping_dead_taps_computes_the_same_convolution_and_gradients():
         conv = torch.nn.Conv2d(4, 6, kernel, stride, padding, bias=False)
         x = torch.randn(3, 4, size, size + 1, requires_grad=True)
         full = conv._conv_forward(x, conv.weight, conv.bias)
-        fast = models._conv_without_dead_taps(conv, x)
+        fast = training._conv_without_dead_taps(conv, x)
         assert fast.shape == full.shape
         torch.testing.assert_close(fast, full, rtol=1e-5, atol=1e-5)
         g = torch.randn_like(full)
@@ -288,12 +287,12 @@ def test_skipping_dead_taps_computes_the_same_convolution_and_gradients():
         grads_fast = torch.autograd.grad(fast, [x, conv.weight], g)
         for a, b in zip(grads_full, grads_fast, strict=True):
             torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
-        cropped += models._live_taps(size, kernel, stride, padding) != (0, kernel - 1)
+        cropped += training._live_taps(size, kernel, stride, padding) != (0, kernel - 1)
     assert cropped == 3  # the first three shapes really take the shortcut
     # A 3x3 kernel on a 1x1 map uses its centre tap only; the dead taps get exactly zero gradient.
-    assert models._live_taps(1, 3, 1, 1) == (1, 1)
+    assert training._live_taps(1, 3, 1, 1) == (1, 1)
     conv = torch.nn.Conv2d(2, 2, 3, 1, 1)
-    models._conv_without_dead_taps(conv, torch.randn(1, 2, 1, 1)).sum().backward()
+    training._conv_without_dead_taps(conv, torch.randn(1, 2, 1, 1)).sum().backward()
     assert (
         conv.weight.grad[:, :, 1, 1].abs().sum() > 0
         and conv.weight.grad.abs().sum() == conv.weight.grad[:, :, 1, 1].abs().sum()
@@ -303,7 +302,7 @@ def test_skipping_dead_taps_computes_the_same_convolution_and_gradients():
 def test_skipping_dead_taps_is_undone_after_training():
     model = models.build_resnet18()
     keys = list(model.state_dict())
-    with models._skipping_dead_taps(model):
+    with training._skipping_dead_taps(model):
         assert all("forward" in vars(m) for m in model.modules() if isinstance(m, torch.nn.Conv2d))
     assert not any("forward" in vars(m) for m in model.modules())
     assert list(model.state_dict()) == keys  # same parameters, same names: exports as before
@@ -354,7 +353,7 @@ def test_per_image_shift_moves_each_image_by_its_own_offset_within_the_border():
     recipe = models.Recipe(epochs=1, batch_size=64, lr=0.1, weight_decay=0.0, augment=("shift2-each",))
     images, _ = data.load_split("validation")
     x = torch.from_numpy(data.preprocess(images[:64]))  # 28x28 inside a 2-pixel zero border
-    shifted = models._augment(x, recipe, torch.Generator().manual_seed(1))
+    shifted = training._augment(x, recipe, torch.Generator().manual_seed(1))
     offsets = set()
     for before, after in zip(x[:, 0], shifted[:, 0], strict=True):
         found = [

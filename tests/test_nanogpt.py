@@ -18,6 +18,7 @@ import pytest
 import torch
 from onnx import TensorProto, helper
 
+import course_lib.models as models
 import course_lib.nanogpt as ng
 from course_lib.files import sha256_file
 
@@ -85,7 +86,7 @@ def test_split_keeps_the_last_tenth_for_validation():
 # ---------------------------------------------------------------------------------- the model
 def test_default_model_has_about_210k_parameters():
     model = ng.GPT()
-    assert ng.parameter_count(model) == 210_368
+    assert models.parameter_count(model) == 210_368
     assert model.head.weight is model.wte.weight  # tied: counted once
     logits = model(torch.zeros((2, 64), dtype=torch.int64))
     assert logits.shape == (2, 64, ng.VOCAB_SIZE)
@@ -130,7 +131,7 @@ def test_export_matches_pytorch_with_a_dynamic_batch(tiny_trained, tmp_path):
     assert (out.name, out.type.tensor_type.elem_type) == ("logits", TensorProto.FLOAT)
     assert inp.type.tensor_type.shape.dim[0].dim_param and inp.type.tensor_type.shape.dim[1].dim_value == 16
     windows = ng.sample_windows(5, seed=3, recipe=TINY)
-    assert ng.onnx_parity(model, path, windows) < 1e-4
+    assert models.onnx_parity(model, path, windows) < 1e-4
     logits = ort.InferenceSession(str(path)).run(None, {"tokens": windows})[0]
     assert logits.shape == (5, 16, ng.VOCAB_SIZE) and logits.dtype == np.float32
     props = {p.key: p.value for p in proto.metadata_props}
@@ -193,11 +194,13 @@ def test_sample_windows_are_seeded_validation_inputs(tmp_path):
 # ---------------------------------------------------------------------------------- the cache
 def test_cache_is_verified_and_a_corrupt_entry_is_rebuilt(private_data_dir, monkeypatch):
     log = Log()
-    first = ng.ensure_nanogpt(progress=False, log=log, recipe=TINY)
+    first = models.get("nanogpt", progress=False, log=log, recipe=TINY)
     assert first.trained and first.onnx.parent == private_data_dir / "models" / "nanogpt"
-    assert first.record["onnx"]["sha256"] == sha256_file(first.onnx)
-    assert first.record["onnx"]["parity_max_abs_diff"] < 1e-4
-    assert first.validation_perplexity == pytest.approx(first.record["validation_perplexity"], rel=1e-4)
+    assert first.meta["onnx"]["sha256"] == sha256_file(first.onnx)
+    assert first.meta["onnx"]["parity_max_abs_diff"] < 1e-4
+    assert first.meta["onnx"]["validation_perplexity"] == pytest.approx(
+        first.meta["validation_perplexity"], rel=1e-4
+    )
 
     def must_not_train(*args, **kwargs):
         raise AssertionError("a verified cache must not be retrained")
@@ -205,37 +208,37 @@ def test_cache_is_verified_and_a_corrupt_entry_is_rebuilt(private_data_dir, monk
     with monkeypatch.context() as patched:
         patched.setattr(ng, "train", must_not_train)
         log.clear()
-        again = ng.ensure_nanogpt(progress=False, log=log, recipe=TINY)
+        again = models.get("nanogpt", progress=False, log=log, recipe=TINY)
         assert log == [] and not again.trained and again.onnx == first.onnx
 
         # A damaged ONNX file is exported again from the verified weights, not retrained.
         first.onnx.write_bytes(first.onnx.read_bytes()[:-10])
         log.clear()
-        fixed = ng.ensure_nanogpt(progress=False, log=log, recipe=TINY)
+        fixed = models.get("nanogpt", progress=False, log=log, recipe=TINY)
         assert any("ONNX file cannot be used (corrupt" in m for m in log) and not fixed.trained
-        assert sha256_file(fixed.onnx) == fixed.record["onnx"]["sha256"]
+        assert sha256_file(fixed.onnx) == fixed.meta["onnx"]["sha256"]
 
     # Damaged weights are trained again.
     weights = first.weights.read_bytes()
     first.weights.write_bytes(weights[:100] + bytes([weights[100] ^ 1]) + weights[101:])
     log.clear()
-    rebuilt = ng.ensure_nanogpt(progress=False, log=log, recipe=TINY)
+    rebuilt = models.get("nanogpt", progress=False, log=log, recipe=TINY)
     assert any("cannot be used (corrupt: weights file" in m for m in log) and rebuilt.trained
-    assert sha256_file(rebuilt.weights) == rebuilt.record["weights_sha256"]
+    assert sha256_file(rebuilt.weights) == rebuilt.meta["weights_sha256"]
 
 
 def test_cache_with_another_recipe_is_stale(private_data_dir):
-    ng.ensure_nanogpt(progress=False, log=Log(), recipe=TINY)
+    models.get("nanogpt", progress=False, log=Log(), recipe=TINY)
     log = Log()
     other = dataclasses.replace(TINY, max_steps=5)
-    assert ng.ensure_nanogpt(progress=False, log=log, recipe=other).trained
+    assert models.get("nanogpt", progress=False, log=log, recipe=other).trained
     assert any("stale: trained with a different recipe" in m for m in log)
 
 
 def test_cache_trained_on_another_corpus_is_stale(private_data_dir, monkeypatch):
     """The corpus is this Python's standard library: another Python version reads other text."""
-    ng.ensure_nanogpt(progress=False, log=Log(), recipe=TINY)
+    models.get("nanogpt", progress=False, log=Log(), recipe=TINY)
     monkeypatch.setattr(ng, "corpus_fingerprint", lambda recipe=None: "0" * 64)
     log = Log()
-    assert ng.ensure_nanogpt(progress=False, log=log, recipe=TINY).trained
+    assert models.get("nanogpt", progress=False, log=log, recipe=TINY).trained
     assert any("stale: trained on a different corpus (another Python version?)" in m for m in log), log

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-import course_lib.cache as cache
 import course_lib.files as files
 import course_lib.models as models
-import course_lib.pipeline as pipeline
+import course_lib.models.pipeline as pipeline
+import course_lib.models.store as store
 import course_lib.release as release
 import course_lib.tooling.bundle as bundle
 from course_lib.tooling.publish import write_release
@@ -145,7 +145,7 @@ def test_the_tag_follows_the_recipe(monkeypatch):
     spec = models.MODELS[NAME]
     changed = models.Recipe(**{**spec.recipe.to_dict(), "augment": (), "epochs": spec.recipe.epochs + 1})
     monkeypatch.setitem(models.MODELS, NAME, models.ModelSpec(**{**spec.__dict__, "recipe": changed}))
-    monkeypatch.setitem(cache.RECIPES, NAME, changed)  # where the torch-free side reads the recipe
+    monkeypatch.setitem(store.RECIPES, NAME, changed)  # where the torch-free side reads the recipe
     assert release.release_tag([NAME]) != before
 
 
@@ -239,7 +239,7 @@ def test_a_release_for_another_recipe_is_not_downloaded(mlp_release, server, mon
     spec = models.MODELS[NAME]
     changed = models.Recipe(**{**spec.recipe.to_dict(), "epochs": spec.recipe.epochs + 1})
     monkeypatch.setitem(models.MODELS, NAME, models.ModelSpec(**{**spec.__dict__, "recipe": changed}))
-    monkeypatch.setitem(cache.RECIPES, NAME, changed)  # where the torch-free side reads the recipe
+    monkeypatch.setitem(store.RECIPES, NAME, changed)  # where the torch-free side reads the recipe
     fetched = pipeline.fetch([NAME], log=Log(), progress=False)
     assert fetched.installed == {} and server.requests == []
     assert "other recipes or data" in fetched.reasons[0]

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from course_lib import files, measure
+from course_lib import files, measure, models
 from course_lib import text_encoder as te
 
 
 @pytest.fixture(scope="module")
 def paths():
-    return te.ensure_onnx()
+    return models.get(te.NAME).onnx_files
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,7 @@ def test_encode_returns_the_feed_dict():
 @pytest.mark.parametrize("kind, atol", [("raw", 1e-4), ("optimized", 1e-3)])
 def test_onnx_matches_pytorch_on_real_sentences(paths, torch_model, kind, atol):
     sentences = te.load_sentences(24)
-    assert te.onnx_parity(torch_model, paths[kind], sentences) <= atol
+    assert models.onnx_parity(torch_model, paths[kind], te.encode(sentences, padding="longest")) <= atol
     feed = te.encode(sentences[:4], max_length=128)  # padded to the full length: the mask must work
     emb = te.onnx_embed(paths[kind], feed)
     assert np.abs(emb - te.torch_embed(torch_model, feed)).max() <= atol
@@ -73,18 +74,23 @@ def test_the_optimized_graph_has_the_fused_ops(paths):
 def test_a_corrupt_cached_file_is_rebuilt(paths, tmp_path, monkeypatch):
     # Work on a copy of the cache so the shared one is never touched.
     monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path))
-    shutil.copytree(paths["raw"].parent, te.cache_dir())
-    assert te.cache_status() == "ok"
+    shutil.copytree(paths["raw"].parent, models.cache_dir(te.NAME))
+    assert models.status(te.NAME) == "ok"
     optimized = te.onnx_paths()["optimized"]
     with open(optimized, "r+b") as f:
         f.seek(1000)
         f.write(b"\x00" * 64)
-    assert "corrupt" in te.cache_status()
+    assert "corrupt" in models.status(te.NAME)
     messages = []
-    rebuilt = te.ensure_onnx(log=messages.append)
+    rebuilt = models.get(te.NAME, log=messages.append)
     assert any("rebuilt" in m and "corrupt" in m for m in messages)
-    assert te.cache_status() == "ok"
-    assert files.sha256_file(rebuilt["optimized"]) == te.read_meta()["files"]["optimized"]["sha256"]
+    assert models.status(te.NAME) == "ok"
+    recorded = json.loads(models.meta_path(te.NAME).read_text())["files"]["optimized"]
+    assert (
+        files.sha256_file(rebuilt.onnx_files["optimized"])
+        == recorded["sha256"]
+        == rebuilt.meta["files"]["optimized"]["sha256"]
+    )
 
 
 def test_the_package_is_the_default_source_and_unknown_sources_are_refused(monkeypatch):

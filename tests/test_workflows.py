@@ -23,7 +23,8 @@ import yaml
 from packaging.specifiers import SpecifierSet
 
 from conftest import ROOT
-from course_lib import cache, data, models, release, text_encoder
+from course_lib import data, release, text_encoder
+from course_lib.models import architectures, export, store, training
 from course_lib.tooling import cli, launch
 
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -301,11 +302,18 @@ def test_partial_refuses_a_lesson_that_does_not_exist():
 
 def test_the_data_cache_keeps_what_training_makes_under_a_key_that_follows_the_recipe():
     data_dir = Path("data")  # data.data_dir() in a checkout, without $COURSE_DATA_DIR
-    models_dir = data_dir / cache.cache_dir("moons_mlp").relative_to(data.data_dir()).parent
+    models_dir = data_dir / store.cache_dir("moons_mlp").relative_to(data.data_dir()).parent
     # the files that decide what training produces: recipes, networks and training, data, exports
     deciding = {
         Path(inspect.getsourcefile(obj)).relative_to(ROOT).as_posix()
-        for obj in (cache.Recipe, models.train_resnet18, data.data_fingerprint, text_encoder.ensure_onnx)
+        for obj in (
+            store.Recipe,
+            architectures.build_resnet18,
+            training.train_resnet18,
+            export.export_onnx,
+            data.data_fingerprint,
+            text_encoder.cached_files,
+        )
     }
     workflow = _load("test.yml")
     for job in workflow["jobs"]:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import data, measure, models, pipeline, runtimes, text_encoder
+from .. import data, measure, models, runtimes, text_encoder
 from ..variants import BEST_RESNET, RESNET_VARIANTS, build_resnet_variants, production_resnet_variant
 from . import keys
 from .paths import BUILD
@@ -236,7 +236,7 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
     if config.pytorch:
         import torch
 
-        trained = pipeline.load_model(models.RESNET18, train=False, log=log)
+        trained = models.load_model(models.RESNET18, train=False, log=log)
         threads = t or measure.physical_cores()
         torch_fp32 = measure.TorchRunner(
             trained.module.eval(), ["input"], threads=threads, name="pytorch fp32"
@@ -357,7 +357,7 @@ def _bench_text_encoder(config: BenchConfig, directory: Path, log: Callable[[str
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     log("all-MiniLM-L6-v2: dynamic INT8 against the optimized fp32 graph …")
-    paths = text_encoder.ensure_onnx(log=log)
+    paths = models.get(text_encoder.NAME, log=log).onnx_files
     int8 = directory / "text_encoder.int8.per_channel.onnx"
     quantize_dynamic(
         paths["optimized"],

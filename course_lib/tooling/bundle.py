@@ -172,7 +172,7 @@ def _model_entries() -> tuple[list[Entry], dict]:
     Only verified cache entries go in, so the unpacked copy never trains or exports anything.
     The results store and lock files live elsewhere and are left out.
     """
-    from .. import files, models, text_encoder
+    from .. import models, text_encoder
 
     entries: list[Entry] = []
     summary: dict = {}
@@ -182,12 +182,10 @@ def _model_entries() -> tuple[list[Entry], dict]:
             raise _not_prepared(name, status)
         meta = models.load_cached(name).meta
         onnx_file, onnx_meta = models.onnx_path(name), meta.get("onnx", {})
-        if not onnx_file.is_file():
-            raise _not_prepared(name, f"{onnx_file.name} is missing")
-        if onnx_meta.get("sha256") != files.sha256_file(onnx_file):
-            raise _not_prepared(name, f"{onnx_file.name} does not match its recorded SHA-256")
-        if onnx_meta.get("exporter") != models.ONNX_EXPORTER:
-            raise _not_prepared(name, f"{onnx_file.name} was made by another exporter")
+        try:
+            models.check_onnx(onnx_file, onnx_meta, exporter=models.ONNX_EXPORTER, opset=models.ONNX_OPSET)
+        except models.CacheProblem as exc:
+            raise _not_prepared(name, str(exc)) from None
         folder = f"data/models/{name}"
         entries += [
             Entry(
@@ -200,10 +198,10 @@ def _model_entries() -> tuple[list[Entry], dict]:
             Entry(f"{folder}/meta.json", models.meta_path(name), kind="model"),
         ]
         summary[name] = {"test_accuracy": meta["test_accuracy"], "trained_at": meta.get("trained_at")}
-    status = text_encoder.cache_status()
-    if status != "ok":
-        raise _not_prepared(text_encoder.NAME, status)
-    te_meta = text_encoder.read_meta()
+    try:
+        te_meta = text_encoder.check_cache()
+    except models.CacheProblem as exc:
+        raise _not_prepared(text_encoder.NAME, str(exc)) from None
     folder = f"data/models/{text_encoder.NAME}"
     for kind, path in text_encoder.onnx_paths().items():
         entries.append(
@@ -211,7 +209,7 @@ def _model_entries() -> tuple[list[Entry], dict]:
                 f"{folder}/{path.name}", path, kind="model", expected_sha256=te_meta["files"][kind]["sha256"]
             )
         )
-    entries.append(Entry(f"{folder}/meta.json", text_encoder.meta_path(), kind="model"))
+    entries.append(Entry(f"{folder}/meta.json", models.meta_path(text_encoder.NAME), kind="model"))
     summary[text_encoder.NAME] = {"files": sorted(p.name for p in text_encoder.onnx_paths().values())}
     return entries, summary
 

@@ -54,7 +54,7 @@ def _source_line(meta: dict) -> str:
 
 def prepare(progress: bool = True, archive: Path | None = None) -> dict:
     """Make data, trained models and ONNX files available; say what was done and how long it took."""
-    from .. import data, models, pipeline
+    from .. import data, models
 
     report: dict = {"steps": []}
     t_all = time.perf_counter()
@@ -69,7 +69,7 @@ def prepare(progress: bool = True, archive: Path | None = None) -> dict:
     report["data_source"] = ds.source.kind
 
     t0 = time.perf_counter()
-    got = pipeline.ensure_models(MODEL_ORDER, progress=progress, archive=archive)
+    got = models.ensure_models(MODEL_ORDER, progress=progress, archive=archive)
     for name, trained in got.items():
         path = models.onnx_path(name)
         action = str(trained.origin) + (", exported to ONNX" if trained.exported else "")
@@ -84,11 +84,9 @@ def prepare(progress: bool = True, archive: Path | None = None) -> dict:
         )
     print(f"demo models ready [{_fmt_seconds(time.perf_counter() - t0)}]", flush=True)
     t0 = time.perf_counter()
-    from .. import text_encoder
-
-    status = text_encoder.cache_status()
-    paths = text_encoder.ensure_onnx()
-    te_meta = text_encoder.read_meta()
+    status = models.status(models.TEXT_ENCODER)
+    encoder = models.get(models.TEXT_ENCODER)
+    paths, te_meta = encoder.onnx_files, encoder.meta
     action = "cached" if status == "ok" else f"exported and optimized ({status})"
     sizes = ", ".join(f"{p.name} {p.stat().st_size / 1e6:.1f} MB" for p in paths.values())
     worst = max(f["parity_max_abs_diff"] for f in te_meta["files"].values())
@@ -97,7 +95,7 @@ def prepare(progress: bool = True, archive: Path | None = None) -> dict:
         f"SHA-256 verified; ONNX {sizes}, parity max |diff| {worst:.1e} [{_fmt_seconds(time.perf_counter() - t0)}]",
         flush=True,
     )
-    report["steps"].append({"model": text_encoder.NAME, "action": action})
+    report["steps"].append({"model": models.TEXT_ENCODER, "action": action})
     total = time.perf_counter() - t_all
     print(f"prepare finished in {_fmt_seconds(total)}; data directory: {data.data_dir()}", flush=True)
     report["seconds"] = total
@@ -199,14 +197,12 @@ def doctor() -> int:
         )
         print(f"  release: {published.tag}{current}, {published.bytes / 1e6:.1f} MB from {published.url()}")
 
-    from .. import text_encoder
-
-    status = text_encoder.cache_status()
+    status = models.status(models.TEXT_ENCODER)
     if status == "ok":
-        print(f"  {text_encoder.NAME}: all-MiniLM-L6-v2 exported to ONNX (raw and optimized)")
+        print(f"  {models.TEXT_ENCODER}: all-MiniLM-L6-v2 exported to ONNX (raw and optimized)")
     else:
-        print(f"  {text_encoder.NAME}: {status}")
-        problems.append(f"export the {text_encoder.NAME}: python -m course_lib prepare")
+        print(f"  {models.TEXT_ENCODER}: {status}")
+        problems.append(f"export the {models.TEXT_ENCODER}: python -m course_lib prepare")
 
     print("\nNext")
     if problems:

@@ -56,7 +56,7 @@ def write_release(
 ) -> Release:
     """Write the release's two files into `out` from the verified cache (preparing what is missing),
     and its manifest into `package_file` (course_lib/release.json; None: not written)."""
-    from .. import models, pipeline
+    from .. import models
 
     names = list(names)
     out = Path(out)
@@ -69,7 +69,7 @@ def write_release(
     summary: dict[str, dict] = {}
     sources: dict[str, Path] = {}
     for name in names:
-        trained = pipeline.ensure_model(name, log=log)
+        trained = models.ensure_model(name, log=log)
         for path in models.model_files(name).values():
             arcname = f"models/{name}/{path.name}"
             files[arcname] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}

@@ -159,6 +159,7 @@ import numpy as np
 import onnxruntime as ort
 
 import course_lib as cl
+from course_lib.versions import library_versions
 
 np.random.seed(0)
 
@@ -176,7 +177,7 @@ np.random.seed(0)
 
 # %%
 report = cl.cpu_report()
-versions = cl.models.library_versions()
+versions = library_versions()
 print(f"CPU: {report['cpu']} — {report['logical_cores']} logical cores ({report['machine']})")
 for feature, present in report["features"].items():
     print(f"  {'✔' if present else '·'} {feature}")
@@ -316,7 +317,7 @@ plt.show()
 # two moons well, apart from points where the half-circles overlap:
 
 # %%
-mlp_path = cl.ensure_onnx("moons_mlp")
+mlp_path = cl.models.get("moons_mlp").onnx
 mlp = ort.InferenceSession(mlp_path, providers=["CPUExecutionProvider"])
 print("inputs:", [(i.name, i.shape, i.type) for i in mlp.get_inputs()])
 print("outputs:", [(o.name, o.shape, o.type) for o in mlp.get_outputs()])
@@ -346,7 +347,7 @@ plt.show()
 # predict it):
 
 # %%
-resnet_path = cl.ensure_onnx("fashion_resnet18")
+resnet_path = cl.models.get("fashion_resnet18").onnx
 meta = cl.onnx_metadata(resnet_path)
 for key in ("input_size", "normalization_mean", "normalization_std", "class_names"):
     print(f"{key:>20}: {meta[key]}")

@@ -171,7 +171,7 @@ print("INT8 dot-product instruction:", "yes" if vnni else "no", "| AMX tiles:", 
 # `quantize_dynamic` reads an fp32 ONNX file and writes an INT8 one. Here is the whole call:
 
 # %%
-mlp_fp32 = cl.ensure_onnx("moons_mlp")
+mlp_fp32 = cl.models.get("moons_mlp").onnx
 mlp_int8 = work / "moons_mlp.int8.onnx"
 quantize_dynamic(mlp_fp32, mlp_int8, weight_type=QuantType.QInt8)
 
@@ -293,8 +293,8 @@ print("same outputs as the one-file INT8 model:", np.array_equal(one_file, two_f
 #   quantization with the fusions.
 
 # %%
-paths = te.ensure_onnx()
-meta = te.read_meta()
+encoder = cl.models.get(te.NAME)  # the verified fp32 files, exported and optimized on the first run
+paths, meta = encoder.onnx_files, encoder.meta
 for kind, path in paths.items():
     nodes = sum(measure.model_facts(path).op_counts.values())
     max_diff = meta["files"][kind]["parity_max_abs_diff"]
@@ -305,7 +305,7 @@ print(f"parameters: {measure.model_facts(paths['raw']).parameter_count:,}")
 # The optimizer collapses hundreds of small nodes into a few dozen fused ones (attention,
 # LayerNorm with its residual add, GELU with its bias); the weights, and so the size, are
 # unchanged. The optimized file is one call to ONNX Runtime's transformer optimizer, which
-# `te.ensure_onnx` made once and cached. Here is that call again, on the raw export, so that the
+# `cl.models.get` made once and cached. Here is that call again, on the raw export, so that the
 # baseline is not a black box: the model type and the attention's shape tell it which patterns to
 # fuse.
 

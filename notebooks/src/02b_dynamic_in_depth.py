@@ -120,7 +120,7 @@ print(cl.hardware.cpu_summary())
 # %%
 # Lesson 02 in one cell: the text encoder's optimized fp32 graph and its per-channel dynamic INT8
 # file, the 300 test sentences, their fp32 embeddings, and INT8 against fp32 at batch 16.
-paths = te.ensure_onnx()
+paths = cl.models.get(te.NAME).onnx_files
 feed = te.encode(te.load_sentences(300), max_length=128, padding="max_length")
 te_int8 = work / "text_encoder.int8.per_channel.onnx"
 quantize_dynamic(
@@ -164,7 +164,7 @@ print(
 # The moons MLP, for section 3's traps:
 
 # %%
-mlp_fp32 = cl.ensure_onnx("moons_mlp")
+mlp_fp32 = cl.models.get("moons_mlp").onnx
 
 # %% [markdown]
 # ## 1. ResNet18: dynamic quantization on a CNN
@@ -174,7 +174,7 @@ mlp_fp32 = cl.ensure_onnx("moons_mlp")
 # of this section.)
 
 # %%
-resnet_fp32 = cl.ensure_onnx("fashion_resnet18")
+resnet_fp32 = cl.models.get("fashion_resnet18").onnx
 resnet_int8 = work / "fashion_resnet18.int8.onnx"
 quantize_dynamic(resnet_fp32, resnet_int8, weight_type=QuantType.QUInt8)
 rb, ra = measure.model_facts(resnet_fp32), measure.model_facts(resnet_int8)

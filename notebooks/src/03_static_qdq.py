@@ -131,7 +131,7 @@ X86 = platform.machine().lower() in ("x86_64", "amd64")
 # its convolution, so pre-processing finds nothing left to fuse and changes none of its nodes:
 
 # %%
-fp32 = cl.ensure_onnx("fashion_resnet18")
+fp32 = cl.models.get("fashion_resnet18").onnx
 pre = work / "resnet18.pre.onnx"
 _, pre_memory = measure.peak_memory_of(quant_pre_process, fp32, pre)
 print(f"in a fresh process: {pre_memory.seconds:.1f} s, peak memory {pre_memory.peak_bytes / 1e6:.0f} MB")

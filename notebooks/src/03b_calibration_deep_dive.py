@@ -97,7 +97,7 @@ THREADS = 2
 # Lesson 03 in one cell: the pre-processed model (in a fresh process), the reader, the test set,
 # and the variant lesson 03 chose for this CPU.
 pre = work / "resnet18.pre.onnx"
-measure.peak_memory_of(quant_pre_process, cl.ensure_onnx("fashion_resnet18"), pre)
+measure.peak_memory_of(quant_pre_process, cl.models.get("fashion_resnet18").onnx, pre)
 reader = cl.DatasetReader(pre, count=200, batch_size=20)
 test_images, test_labels = cl.load_split("test")
 test = scoring.TestSet.of(pre, cl.preprocess(test_images), test_labels, threads=THREADS)

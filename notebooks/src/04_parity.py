@@ -111,7 +111,7 @@ THREADS = 2
 
 # %%
 fp32 = work / "resnet18.pre.onnx"
-quant_pre_process(cl.ensure_onnx("fashion_resnet18"), fp32)
+quant_pre_process(cl.models.get("fashion_resnet18").onnx, fp32)
 SATURATES = cl.u8s8_can_saturate()
 MAIN = "per-channel, reduce_range" if SATURATES else "per-channel"
 OTHER = "per-channel" if SATURATES else "per-channel, reduce_range"

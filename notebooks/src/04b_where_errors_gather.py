@@ -96,7 +96,7 @@ THREADS = 2
 
 # %%
 fp32 = work / "resnet18.pre.onnx"
-quant_pre_process(cl.ensure_onnx("fashion_resnet18"), fp32)
+quant_pre_process(cl.models.get("fashion_resnet18").onnx, fp32)
 SATURATES = cl.u8s8_can_saturate()
 MAIN = "per-channel, reduce_range" if SATURATES else "per-channel"
 OTHER = "per-channel" if SATURATES else "per-channel, reduce_range"
@@ -428,7 +428,7 @@ cl.claim(
 
 # %%
 moons = cl.load_moons()
-mlp = cl.ensure_onnx("moons_mlp")
+mlp = cl.models.get("moons_mlp").onnx
 mlp_int8 = work / "mlp.static.onnx"
 reader = cl.ArrayReader(moons.x_train, mlp, batch_size=100)
 quantize_static(mlp, mlp_int8, reader, **QDQ, reduce_range=SATURATES)  # lesson 03's choice for this CPU

@@ -490,7 +490,7 @@ cl.claim(
 # <!-- /reference -->
 
 # %%
-te_paths = te.ensure_onnx(log=print)
+te_paths = cl.models.get(te.NAME).onnx_files
 te_int8 = work / "text_encoder.int8.onnx"
 quantize_dynamic(
     te_paths["optimized"],
@@ -588,7 +588,7 @@ print(f"yours: 16 against 256 tokens: {verdict[seq_speed[16].speedup_clearly_abo
 
 # %%
 moons = cl.load_moons()
-mlp = cl.ensure_onnx("moons_mlp")
+mlp = cl.models.get("moons_mlp").onnx
 mlp_int8 = work / "mlp.int8.onnx"
 quantize_dynamic(mlp, mlp_int8, weight_type=QuantType.QInt8)
 mlp_feed = {"input": moons.x_test}

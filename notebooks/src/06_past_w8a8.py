@@ -144,7 +144,7 @@ def below(c, target):
 # tokens, as in lesson 02.
 
 # %%
-paths = te.ensure_onnx()
+paths = cl.models.get(te.NAME).onnx_files
 held_out = te.load_sentences(300)[100:]
 held_out.sort(key=lambda text: len(te.encode([text], padding="longest")["input_ids"][0]))
 batches = [te.encode(held_out[i : i + 25], padding="longest") for i in range(0, len(held_out), 25)]

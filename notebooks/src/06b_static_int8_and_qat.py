@@ -155,7 +155,7 @@ def below(c, target):
 # weight it replaced:
 
 # %%
-paths = te.ensure_onnx()
+paths = cl.models.get(te.NAME).onnx_files
 quantizer = MatMulNBitsQuantizer(onnx.load(paths["optimized"]), bits=4, block_size=32, is_symmetric=True)
 quantizer.process()
 symmetric32 = quantizer.model.model.graph

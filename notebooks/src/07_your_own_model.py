@@ -124,7 +124,7 @@ print(hardware.cpu_summary(), f"· {THREADS} threads")
 # %% [markdown]
 # ## 1. The seed's NanoGPT, trained here
 #
-# `nanogpt.ensure_nanogpt()` trains a character-level GPT the size of the quote's, 4 blocks of
+# `cl.models.get("nanogpt")` trains a character-level GPT the size of the quote's, 4 blocks of
 # attention and MLP, 64 channels wide, reading 64 characters to predict the next, on a million
 # characters of the standard library's source. It stops after 2,000 steps or two minutes,
 # whichever comes first, and keeps the trained model, checked by SHA-256, for the next run. Its
@@ -134,17 +134,18 @@ print(hardware.cpu_summary(), f"· {THREADS} threads")
 # trained model narrows that to a handful (its fp32 perplexity is in the reference runs above).
 
 # %%
-gpt = nanogpt.ensure_nanogpt()  # the first run trains here, with a progress bar
-record = gpt.record
+gpt = cl.models.get("nanogpt")  # the first run trains here, with a progress bar
+record = gpt.meta
 fp32 = gpt.onnx
+gpt_perplexity = record["onnx"]["validation_perplexity"]  # ONNX Runtime's, on the held-out text
 print(f"{record['parameters']:,} parameters, trained {record['steps']:,} steps in {record['seconds']:.0f} s")
 print(
-    f"validation perplexity {gpt.validation_perplexity:.2f} (from frequencies alone: {record['unigram_perplexity']:.1f})"
+    f"validation perplexity {gpt_perplexity:.2f} (from frequencies alone: {record['unigram_perplexity']:.1f})"
 )
 cl.claim(
     "Trained, the model's perplexity is under a third of what character frequencies give",
-    gpt.validation_perplexity < record["unigram_perplexity"] / 3,
-    f"{gpt.validation_perplexity:.2f} against {record['unigram_perplexity']:.1f}",
+    gpt_perplexity < record["unigram_perplexity"] / 3,
+    f"{gpt_perplexity:.2f} against {record['unigram_perplexity']:.1f}",
     depends="weights",
 )
 windows = nanogpt.evaluation_windows()  # held-out text, 65 characters per row: 64 in, each next one scored
@@ -445,7 +446,7 @@ if UPLOAD and "google.colab" in sys.modules:
 if MY_MODEL is None:  # the fallback: a model the course ships, with labels
     images, labels = cl.load_split("test")
     MY_MODEL, MY_INPUTS, MY_LABELS = (
-        cl.ensure_onnx("fashion_resnet18"),
+        cl.models.get("fashion_resnet18").onnx,
         cl.preprocess(images[:500]),
         labels[:500],
     )

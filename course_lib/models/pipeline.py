@@ -1,25 +1,24 @@
 """Getting a verified demo model: one pipeline, in one place, each step saying what it does.
 
-    1. cache     <data dir>/models/<name>/, verified by SHA-256, recipe and data  (course_lib.cache)
+    1. cache     <data dir>/models/<name>/, verified by SHA-256, recipe and data  (models.store)
     2. archive   a release archive or workshop bundle on disk, if one is given
                  (`archive=`, `prepare --archive PATH`, or $COURSE_RELEASE_ARCHIVE)  (course_lib.release)
     3. download  the release named in course_lib/release.json, or $COURSE_RELEASE_URL's mirror
                  (course_lib.release)
-    4. training  here, after a short timed run that says how long it will take  (course_lib.models)
+    4. training  here, after a short timed run that says how long it will take  (models.estimate,
+                 models.training)
 
 Whatever comes from 2 or 3 is checked file by file against its SHA-256 (`release`), then loaded
 and parity-checked against ONNX Runtime (here) before it enters the cache. `ensure_model` adds the
-model's verified ONNX export; `ensure_onnx` returns that file without importing PyTorch when the
-cache already verifies.
+model's verified ONNX export. `models.get(name)` uses it when the cache does not verify.
 
-This module sits above the others: it imports `cache` and `release` (both torch-free) at the top,
-and `models` (PyTorch) only inside the functions that need it; none of them imports it.
+It imports `store` and `release` (both torch-free) at the top, and the modules that need PyTorch
+(`registry`, `export`, `estimate`) only inside the functions that use them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import tempfile
@@ -29,14 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import cache, release
-from . import data as _data
-from .cache import CacheProblem, Origin, onnx_path
-from .files import sha256_file
-from .release import Release, ReleaseError
+from .. import data as _data
+from .. import release
+from ..files import sha256_file
+from ..release import Release, ReleaseError
+from . import store
+from .store import CacheProblem, Origin, write_meta
 
 if TYPE_CHECKING:
-    from .models import TrainedModel
+    from .registry import TrainedModel
 
 
 # --------------------------------------------------------------------------------------------
@@ -52,26 +52,27 @@ class Fetched:
 
 def _install_one(archive, name: str, staging: Path, source: dict) -> None:
     """Stage, verify (hashes, recipe, ONNX parity) and move one model into the cache."""
-    from . import models
+    from .export import PARITY_ATOL, onnx_parity, parity_inputs
+    from .registry import load_cached
 
     stage = staging / name
     stage.mkdir()
-    files = cache.model_files(name)
+    files = store.model_files(name)
     for path in files.values():
         release.extract_verified(archive, f"models/{name}/{path.name}", stage / path.name)
     try:
-        trained = models.load_cached(name, stage)
+        trained = load_cached(name, stage)
     except CacheProblem as exc:
         raise ReleaseError(f"The {name} in {archive.path} cannot be used here: {exc}.") from exc
     meta = trained.meta
     onnx_file = stage / files["onnx"].name
     if meta.get("onnx", {}).get("sha256") != sha256_file(onnx_file):
         raise ReleaseError(f"The {name} in {archive.path}: its ONNX file is not the one its metadata names.")
-    diff = models.onnx_parity(trained, onnx_file, models.parity_inputs(name))
-    if diff > models.PARITY_ATOL:
+    diff = onnx_parity(trained.module, onnx_file, parity_inputs(name))
+    if diff > PARITY_ATOL:
         raise ReleaseError(
             f"The {name} in {archive.path}: ONNX Runtime and PyTorch disagree here by {diff:.2e} "
-            f"(> {models.PARITY_ATOL:.0e}); not installed."
+            f"(> {PARITY_ATOL:.0e}); not installed."
         )
     meta["source"] = {
         **source,
@@ -79,10 +80,10 @@ def _install_one(archive, name: str, staging: Path, source: dict) -> None:
         "installed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "trained_on": meta.get("device"),
     }
-    (stage / "meta.json").write_text(json.dumps(meta, indent=2))
+    write_meta(stage / "meta.json", meta)
     # The metadata names the other files' hashes, so it goes last: an interruption in between leaves
     # an entry whose hashes do not match, which the next read rebuilds.
-    cache.cache_dir(name).mkdir(parents=True, exist_ok=True)
+    store.cache_dir(name).mkdir(parents=True, exist_ok=True)
     for role in ("weights", "onnx", "meta"):
         os.replace(stage / files[role].name, files[role])
 
@@ -111,9 +112,9 @@ def install_archive(
 
 
 def _not_valid(names: Iterable[str]) -> list[str]:
-    from . import models
+    from .registry import cache_status
 
-    return [name for name in names if models.cache_status(name) != "ok"]
+    return [name for name in names if cache_status(name) != "ok"]
 
 
 def fetch(
@@ -222,10 +223,11 @@ def load_model(
     `fetched`: what a `fetch` for several models at once already did (steps 2 and 3 are then not
     tried again, and a model it installed is reported as coming from where it came from).
     """
-    from . import models
+    from .estimate import estimate_training
+    from .registry import MODELS, load_cached, train_and_cache
 
     try:
-        model = models.load_cached(name)
+        model = load_cached(name)
     except CacheProblem as exc:
         problem = str(exc)
     else:
@@ -236,7 +238,7 @@ def load_model(
         log(f"The cached {name} cannot be used ({problem}); looking for another copy.")
     tried = fetched or fetch([name], log=log, progress=progress, archive=archive)
     if name in tried.installed:
-        model = models.load_cached(name)
+        model = load_cached(name)
         model.origin = tried.installed[name]
         return model
     if not train:
@@ -245,13 +247,13 @@ def load_model(
             + "\n  - ".join(tried.reasons)
             + "\nRun `python -m course_lib prepare` (or `make run`) to get or train it."
         )
-    estimate = models.estimate_training(name)
+    estimate = estimate_training(name)
     log(
-        f"Training {name} ({models.MODELS[name].description}) here: {estimate}.\n"
+        f"Training {name} ({MODELS[name].description}) here: {estimate}.\n"
         + (f"  (Not from a release: {'; '.join(tried.reasons)}.)\n" if tried.reasons else "")
         + f"  To skip training next time: {release.alternatives()}"
     )
-    return models.train_and_cache(name, progress=progress, log=log)
+    return train_and_cache(name, progress=progress, log=log)
 
 
 def ensure_model(
@@ -262,12 +264,12 @@ def ensure_model(
     archive: str | Path | None = None,
     fetched: Fetched | None = None,
 ) -> TrainedModel:
-    """The verified model (`load_model`) and its verified ONNX export (`models.ensure_export`:
+    """The verified model (`load_model`) and its verified ONNX export (`export.ensure_export`:
     exported and parity-checked again only when missing, changed or made by another exporter)."""
-    from . import models
+    from .export import ensure_export
 
     trained = load_model(name, train=train, progress=progress, log=log, archive=archive, fetched=fetched)
-    return models.ensure_export(trained, log=log)
+    return ensure_export(trained, log=log)
 
 
 def ensure_models(
@@ -279,9 +281,7 @@ def ensure_models(
     """`ensure_model` for several models (default: every demo model), with one look at the archive
     and the release for all that are missing, so that one download serves them all and each says
     where it came from."""
-    from . import models
-
-    names = tuple(models.MODELS) if names is None else tuple(names)
+    names = tuple(store.RECIPES) if names is None else tuple(names)
     missing = _not_valid(names)
     fetched = fetch(missing, log=log, progress=progress, archive=archive) if missing else None
     return {
@@ -290,26 +290,13 @@ def ensure_models(
     }
 
 
-def ensure_onnx(name: str, train: bool = True, log: Callable[[str], None] = print) -> Path:
-    """The model's verified ONNX file; exported (and parity-checked) first if missing or out of date.
-
-    A verified cache is read without importing PyTorch. Anything else goes through
-    `ensure_model`, which fetches, trains or exports what is missing and says so.
-    """
-    try:
-        return cache.verified_onnx(name)
-    except CacheProblem:
-        ensure_model(name, train=train, log=log)
-        return onnx_path(name)
-
-
 def export_trained(name: str, path: str | Path, **options) -> Path:
-    """Export the cached model `name` to `path` with `models.export_onnx`'s options.
+    """Export the cached model `name` to `path` with `export.export_onnx`'s options.
 
     By name, and importing PyTorch only when called, so that a fresh process can do it
     (`measure.peak_memory_of(cl.export_trained, ...)`): a notebook that needs PyTorch for one
     export then never holds torch's memory itself.
     """
-    from .models import export_onnx
+    from .export import export_onnx
 
     return export_onnx(load_model(name, train=False), Path(path), **options)

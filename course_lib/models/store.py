@@ -1,14 +1,14 @@
-"""The demo models' cache on disk, readable without PyTorch.
+"""The course models' cache on disk, readable without PyTorch.
 
-Each model's entry is a folder, `<data dir>/models/<name>/`, holding its weights, its metadata and
-its ONNX export. The metadata records the recipe the weights were trained with, the data they
-were trained on, and the SHA-256 of the weights and of the export; an entry is used only when
-all of them still match.
+Each model's entry is a folder, `<data dir>/models/<name>/`, holding its metadata (`meta.json`),
+its ONNX export and, for the models trained here, its weights. The metadata records the recipe the
+weights were trained with, the data they were trained on, and the SHA-256 of the weights and of
+every ONNX file (`export.export_record`); an entry is used only when all of them still match
+(`check_entry`, and `check_onnx` for every ONNX file of every model).
 
-Kept apart from `models`, which imports PyTorch, because importing torch costs about 0.5 GB
-here: a lesson that only needs the ONNX file (`pipeline.ensure_onnx` on a verified cache) never
-pays it. Binder gives a notebook about 2 GB. This module imports none of `models`, `release` or
-`pipeline`; they import it.
+Kept apart from the modules that import PyTorch, because importing torch costs about 0.5 GB
+here: a lesson that only needs a demo model's ONNX file (`models.get` on a verified cache) never
+pays it. Binder gives a notebook about 2 GB. This module imports no other module of the package.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import data as _data
-from .files import sha256_file
-from .names import MOONS_MLP, RESNET18
+from .. import data as _data
+from ..files import atomic_write, sha256_file
+from ..names import MOONS_MLP, NANOGPT, RESNET18, TEXT_ENCODER
 
 CACHE_FORMAT = 1
 ONNX_OPSET = 18
@@ -115,29 +115,38 @@ RECIPES: dict[str, Recipe] = {MOONS_MLP: MOONS_RECIPE, RESNET18: RESNET_RECIPE}
 FINGERPRINTS: dict[str, Callable[[], str]] = {MOONS_MLP: moons_fingerprint, RESNET18: _data.data_fingerprint}
 
 
-def _known(name: str) -> str:
-    if name not in RECIPES:
-        raise KeyError(f"Unknown model {name!r}; the course's models are: {', '.join(RECIPES)}.")
+# Every model the course gets by name (`models.get`): the two demo models, the pretrained text
+# encoder (lessons 02-06b) and lesson 07's NanoGPT.
+KNOWN: tuple[str, ...] = (MOONS_MLP, RESNET18, TEXT_ENCODER, NANOGPT)
+
+
+def known(name: str) -> str:
+    """`name` when the course has a model of that name; KeyError listing the names otherwise."""
+    if name not in KNOWN:
+        raise KeyError(
+            f"Unknown model {name!r}: expected one of {', '.join(KNOWN)}. "
+            f"Use one of these names (`course_lib.models.KNOWN`)."
+        )
     return name
 
 
 def cache_dir(name: str) -> Path:
-    """Where a model's weights, metadata and ONNX file live."""
-    return _data.data_dir() / "models" / _known(name)
+    """Where a model's weights, metadata and ONNX files live: `<data dir>/models/<name>/`."""
+    return _data.data_dir() / "models" / known(name)
 
 
 def onnx_path(name: str) -> Path:
-    """The exported fp32 ONNX file of a demo model."""
+    """A model's exported fp32 ONNX file (for the text encoder: the export before optimizing)."""
     return cache_dir(name) / f"{name}.onnx"
 
 
 def meta_path(name: str) -> Path:
-    """The metadata file of a demo model's cache entry (recipe, hashes, accuracy, where it came from)."""
+    """The metadata file of a model's cache entry (recipe, hashes, parity, where it came from)."""
     return cache_dir(name) / "meta.json"
 
 
 def weights_path(name: str) -> Path:
-    """The trained weights (a PyTorch state dict) of a demo model's cache entry."""
+    """The trained weights (a PyTorch state dict) of a model trained here."""
     return cache_dir(name) / "weights.pt"
 
 
@@ -151,6 +160,7 @@ class Origin(enum.StrEnum):
     found a model this time."""
 
     CACHE = "verified cache"
+    EXPORTED = "exported here"
     ARCHIVE = "release archive"
     BUNDLE = "workshop bundle"
     DOWNLOAD = "release download"
@@ -172,20 +182,6 @@ def read_meta(path: Path) -> dict:
     if not isinstance(meta, dict):
         raise CacheProblem("metadata is not a JSON object")
     return meta
-
-
-def export_record(path: Path, parity_max_abs_diff: float, parity_samples: int) -> dict:
-    """What meta.json records of an ONNX export, so a later run can verify the file before use:
-    its name, SHA-256 and size, the opset and exporter, and how far it was from PyTorch."""
-    return {
-        "file": path.name,
-        "sha256": sha256_file(path),
-        "bytes": path.stat().st_size,
-        "opset": ONNX_OPSET,
-        "exporter": ONNX_EXPORTER,
-        "parity_max_abs_diff": parity_max_abs_diff,
-        "parity_samples": parity_samples,
-    }
 
 
 def check_entry(
@@ -215,16 +211,85 @@ def check_entry(
     return meta
 
 
-def verified_onnx(name: str) -> Path:
-    """The model's ONNX file when its entry verifies and the file is the export recorded with the
-    weights (same SHA-256, same exporter); CacheProblem with the reason otherwise."""
-    meta = check_entry(cache_dir(name), RECIPES[_known(name)], FINGERPRINTS[name]())
-    path = onnx_path(name)
-    recorded = meta.get("onnx", {})
+def write_meta(path: Path, meta: dict) -> None:
+    """Write a cache entry's metadata atomically. It names the other files' hashes, so it is written
+    last: an interruption in between leaves an entry whose hashes do not match, which is rebuilt."""
+    atomic_write(path, lambda p: p.write_text(json.dumps(meta, indent=2)))
+
+
+def check_onnx(path: Path, record: dict, *, exporter: str | None = None, opset: int | None = None) -> Path:
+    """`path` when it is the file its export record (`export.export_record`, kept in meta.json)
+    describes: same SHA-256, and, when given, the same exporter and opset. CacheProblem otherwise,
+    naming what was expected and what was found. The one check every cached ONNX file passes
+    before use."""
+    path = Path(path)
     if not path.exists():
         raise CacheProblem(f"{path.name} is missing")
-    if sha256_file(path) != recorded.get("sha256"):
-        raise CacheProblem(f"{path.name} does not match the cached weights' export record")
-    if recorded.get("exporter") != ONNX_EXPORTER:
-        raise CacheProblem(f"{path.name} was made by the {recorded.get('exporter', 'torchscript')} exporter")
+    expected = record.get("sha256")
+    found = sha256_file(path)
+    if found != expected:
+        recorded = f"records SHA-256 {expected[:12]}…" if expected else "records no export"
+        raise CacheProblem(
+            f"corrupt: {path.name} does not match its export record (meta.json {recorded}, "
+            f"the file has {found[:12]}…)"
+        )
+    made = (record.get("exporter", "torchscript"), record.get("opset"))
+    wanted = (exporter or made[0], opset or made[1])
+    if made != wanted:
+        raise CacheProblem(
+            f"stale: {path.name} was made by the {made[0]} exporter at opset {made[1]}; "
+            f"expected the {wanted[0]} exporter at opset {wanted[1]}"
+        )
     return path
+
+
+def check_demo(name: str) -> tuple[Path, dict]:
+    """A demo model's verified ONNX file and metadata (recipe, data, weights' and export's SHA-256),
+    read without PyTorch; CacheProblem with the reason otherwise."""
+    if name not in RECIPES:
+        raise KeyError(f"{name!r} is not a demo model: expected one of {', '.join(RECIPES)}.")
+    meta = check_entry(cache_dir(name), RECIPES[name], FINGERPRINTS[name]())
+    path = check_onnx(onnx_path(name), meta.get("onnx", {}), exporter=ONNX_EXPORTER, opset=ONNX_OPSET)
+    return path, meta
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """A course model's verified files, as `models.get` returns them for every model.
+
+    `onnx` is the fp32 ONNX file the lessons start from (the text encoder's export before ONNX
+    Runtime's optimizer); `onnx_files` holds every verified ONNX file of the entry by role
+    ({"fp32": ...}, or the text encoder's {"raw": ..., "optimized": ...}); `meta` is the entry's
+    meta.json (hashes, recipe or source, parity, what training recorded).
+    """
+
+    name: str
+    onnx: Path
+    meta: dict
+    origin: Origin = Origin.CACHE  # where it came from this time
+    onnx_files: dict[str, Path] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.onnx_files:
+            object.__setattr__(self, "onnx_files", {"fp32": self.onnx})
+
+    @property
+    def directory(self) -> Path:
+        """The cache entry's folder."""
+        return self.onnx.parent
+
+    @property
+    def weights(self) -> Path | None:
+        """The trained weights, for the models trained here (None for the text encoder's)."""
+        path = self.directory / "weights.pt"
+        return path if path.exists() else None
+
+    @property
+    def parameters(self) -> int:
+        """The parameter count, as recorded when the model was trained or exported."""
+        return int(self.meta["parameters"])
+
+    @property
+    def trained(self) -> bool:
+        """Whether this call trained the model here (rather than finding it)."""
+        return self.origin is Origin.TRAINED
