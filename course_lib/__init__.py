@@ -2,73 +2,56 @@
 
 It does the plumbing (data, training, caching, timing, plotting, widgets) so that the lessons
 can keep the quantization calls themselves in plain sight. One module per idea, each readable
-top to bottom. These are the library the lessons use:
-
-    data          Fashion-MNIST (sources, checksums, one preprocessing, splits), two moons, data directory
-    models        every model by name, `models.get(name)`: the demo models (two-moons MLP, ResNet18),
-                  the text encoder, the NanoGPT; their cache (verified, readable without torch), the
-                  pipeline (cache, archive, release download, training), training, export (a package)
-    release       a published release: its archive's download and reading, each file checked by SHA-256
-    text_encoder  all-MiniLM-L6-v2: its published weights, the ONNX export, tokenized sentences, embeddings
-    nanogpt       lesson 07's character-level GPT (210k parameters) on the stdlib's source: the corpus,
-                  the network, its training and export; perplexity and sample inputs
-    affine        the INT8 encoding itself: scale, zero point, rounding as ONNX Runtime does it, error bounds
-    calibration   CalibrationDataReaders that check what they feed (ArrayReader, DatasetReader), ranges
-    pre_process   `quant_pre_process` step by step, and a model its shape inference cannot read
-    scoring       one quantized classifier against fp32 on a test set: parity, size, speed, saturation
-    variants      the ResNet18's INT8 variants (lessons 02-03's quantizer settings), built in one call
-    measure       model facts, sessions and logits, latency, peak memory, parity, the results store
-                  (a package: one module for each)
-    hardware      the CPU features that matter for INT8, ONNX Runtime's providers
-    cpuid         the CPUID instruction itself (x86-64), which the runtimes' kernels follow
-    kernels       what ONNX Runtime really runs: the optimized graph, its kernels, a profile, drawings
-    runtimes      the same file on a second runtime: OpenVINO beside ONNX Runtime, the precision it ran
-    audit         the course's method on any ONNX model (`python -m course_lib audit`, lesson 07):
-                  variants that fit it and this CPU, measured, a decision and a report (a package)
-    nodes         node names, checked before `nodes_to_exclude` (where a typo is silently ignored)
-    qat           quantization-aware training's plumbing: BatchNorm folding, fake-quantized twins, export
-    checks        the exercises' self-checks: each says whether an answer is right and, if not, why
-    claims        claim cells: a machine-dependent sentence of a lesson, checked where it runs
-    reference     the course's reference runs (figures measured on named CPUs) and this run's figures
-    explorers     the lessons' interactive explorers: plain computations and their ipywidgets
-                  (imported by notebooks, never by the modules above)
-    files         a file's SHA-256, writes that never leave half a file (imports no torch)
-    versions      the installed versions of Python and the course's libraries (imports no torch)
-    names         the names models and results are filed under (imports no torch)
+top to bottom. `_MODULES` below lists them, with what each holds (the list that follows is
+written from it); each is reached as `cl.<name>` after `import course_lib as cl`.
 
 `tooling/` is the course's own production tooling (the command line, running the lessons, the
 report, the benchmark, the site, the bundle, the student edition, the release): it uses the
-modules above, and nothing here or in a lesson ever imports it.
+modules listed below, and nothing here or in a lesson ever imports it.
 """
 
 import importlib
 
-# Names are imported when first used (PEP 562), so `import course_lib` stays light: a process that
+# The one list of the library's modules: `cl.<name>`, `__all__` and the docstring's list are made
+# from it (tests/test_layout.py checks that every module file is here, and that each is reachable).
+# Modules are imported when first used (PEP 562), so `import course_lib` stays light: a process that
 # needs only ONNX Runtime (a lesson without PyTorch, a calibration run in a spawned process) never
 # pays the 0.5 GB that importing torch costs here. Binder gives a notebook about 2 GB.
-_MODULES = (
-    "affine",
-    "audit",
-    "calibration",
-    "checks",
-    "claims",
-    "data",
-    "explorers",
-    "hardware",
-    "kernels",
-    "measure",
-    "models",
-    "nanogpt",
-    "nodes",
-    "qat",
-    "reference",
-    "runtimes",
-    "text_encoder",
-    "variants",
-)
+_MODULES = {
+    "data": "Fashion-MNIST (sources, checksums, one preprocessing, splits), two moons, data directory",
+    "models": "every model by name, `models.get(name)`: the demo models, the text encoder, the NanoGPT; "
+    "their verified cache (readable without torch), training, export (a package)",
+    "release": "a published release: its archive's download and reading, each file checked by SHA-256",
+    "text_encoder": "all-MiniLM-L6-v2: its published weights, the ONNX export, tokenized sentences, embeddings",
+    "nanogpt": "lesson 07's character-level GPT on the stdlib's source: trained here, cached, exported",
+    "affine": "the INT8 encoding itself: scale, zero point, rounding as ONNX Runtime does it, error bounds",
+    "inputs": "the one check of arrays fed to a model (names, dtype, shape), and its InputError",
+    "calibration": "CalibrationDataReaders that check what they feed (ArrayReader, DatasetReader), ranges",
+    "pre_process": "`quant_pre_process` step by step, and a model its shape inference cannot read",
+    "scoring": "one quantized classifier against fp32 on a test set: parity, size, speed, saturation",
+    "variants": "the ResNet18's INT8 variants (lessons 02-03's quantizer settings), built in one call",
+    "measure": "model facts, sessions and logits, latency, peak memory, parity, the results store (a package)",
+    "hardware": "the CPU features that matter for INT8, ONNX Runtime's providers",
+    "cpuid": "the CPUID instruction itself (x86-64), which the runtimes' kernels follow",
+    "kernels": "what ONNX Runtime really runs: the optimized graph, its kernels, a profile, drawings",
+    "runtimes": "the same file on a second runtime: OpenVINO beside ONNX Runtime, the precision it ran",
+    "audit": "the course's method on any ONNX model (`python -m course_lib audit`, lesson 07; a package)",
+    "nodes": "node names, checked before `nodes_to_exclude` (where a typo is silently ignored)",
+    "qat": "quantization-aware training's plumbing: BatchNorm folding, fake-quantized twins, export",
+    "checks": "the exercises' self-checks: each says whether an answer is right and, if not, why",
+    "claims": "claim cells: a machine-dependent sentence of a lesson, checked where it runs",
+    "reference": "the course's reference runs (figures measured on named CPUs) and this run's figures",
+    "explorers": "the lessons' interactive explorers (imported by notebooks, never by the modules above)",
+    "units": "quantities in words: durations, speed ratios with their interval, sizes in MB",
+    "files": "a file's SHA-256, writes that never leave half a file (imports no torch)",
+    "versions": "the installed versions of Python and the course's libraries (imports no torch)",
+    "names": "the names models and results are filed under (imports no torch)",
+}
+# Names re-exported at the top (`cl.load_split`), by the module that defines them.
 _NAMES = {
     "calibration": ("ArrayReader", "CalibrationError", "DatasetReader"),
     "claims": ("claim",),
+    "inputs": ("InputError",),
     "nodes": ("checked_node_names",),
     "pre_process": ("quiet_quantizer_hints",),
     "reference": ("save_figures",),
@@ -103,6 +86,10 @@ _NAMES = {
 }
 _HOME = {name: module for module, names in _NAMES.items() for name in names}
 
+_LISTED = "\n".join(f"    {name:<13} {what}" for name, what in _MODULES.items())
+__doc__ = f"{__doc__ or ''}\nThe modules:\n\n{_LISTED}\n"  # (`or ''`: `python -OO` drops docstrings)
+__all__ = sorted(_MODULES) + sorted(_HOME)
+
 
 def __getattr__(name: str):
     if name in _MODULES:
@@ -116,53 +103,3 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-__all__ = [
-    "CLASS_NAMES",
-    "ArrayReader",
-    "CalibrationError",
-    "DatasetReader",
-    "affine",
-    "calibration",
-    "checks",
-    "claim",
-    "claims",
-    "explorers",
-    "kernels",
-    "measure",
-    "models",
-    "audit",
-    "nanogpt",
-    "nodes",
-    "runtimes",
-    "text_encoder",
-    "variants",
-    "MODELS",
-    "ChecksumError",
-    "DataNotFoundError",
-    "Preprocessing",
-    "TrainedModel",
-    "checked_node_names",
-    "cpu_report",
-    "ensure_model",
-    "data_dir",
-    "default_preprocessing",
-    "export_onnx",
-    "export_trained",
-    "find_fashion_mnist",
-    "has_vnni",
-    "lesson_folder",
-    "load_fashion_mnist",
-    "load_model",
-    "load_moons",
-    "load_split",
-    "onnx_metadata",
-    "onnx_path",
-    "onnxruntime_providers",
-    "preprocess",
-    "quiet_quantizer_hints",
-    "reference",
-    "save_figures",
-    "u8s8_can_saturate",
-]

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import measure
+from .units import megabytes
 
 # The columns `Scored.row` knows, in the order a table shows them.
 COLUMNS = ("variant", "MB", "size", "accuracy", "Δ points", "agreement", "speed b64", "calibration s")
@@ -70,7 +71,7 @@ class Scored:
 
     @property
     def megabytes(self) -> float:
-        return self.path.stat().st_size / 1e6
+        return megabytes(self.path)
 
     def cell(self, column: str) -> str:
         """One table cell, by the column names in `COLUMNS`."""

@@ -75,6 +75,42 @@ def test_nothing_outside_tooling_imports_tooling():
     assert "tooling" not in course_lib._MODULES and "tooling" not in course_lib.__all__
 
 
+# Top-level files of the package that are no module of the library: the package itself, the door
+# `python -m course_lib` opens, and the course's own tooling (which no lesson imports).
+NOT_LIBRARY_MODULES = {"__init__", "__main__", "tooling"}
+
+
+def test_every_module_of_the_library_is_in_its_one_list():
+    """course_lib/__init__.py's `_MODULES` names every module and package at the top of course_lib/,
+    so that `cl.<name>`, `__all__` and the docstring's list cannot leave one out."""
+    on_disk = {p.stem for p in PACKAGE.glob("*.py")} | {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    listed = set(course_lib._MODULES)
+    unlisted = sorted(on_disk - listed - NOT_LIBRARY_MODULES)
+    assert unlisted == [], f"add {unlisted} to _MODULES in course_lib/__init__.py, with what each holds"
+    assert sorted(listed - on_disk) == [], "_MODULES names modules that course_lib/ does not have"
+    assert set(course_lib.__all__) >= listed
+    assert all(f"\n    {name} " in course_lib.__doc__ for name in listed)
+
+
+def test_every_listed_module_and_name_is_reached_from_a_fresh_import():
+    """`cl.scoring` and the like once raised AttributeError until something imported them: now every
+    listed module, and every name in `__all__`, is reached right after `import course_lib`."""
+    import subprocess
+    import sys
+
+    code = (
+        "import types, course_lib as cl\n"
+        "bad = [n for n in cl._MODULES if not isinstance(getattr(cl, n, None), types.ModuleType)]\n"
+        "bad += [n for n in cl.__all__ if not hasattr(cl, n)]\n"
+        "namespace = {}\n"
+        "exec('from course_lib import *', namespace)\n"
+        "bad += [n for n in cl.__all__ if n not in namespace]\n"
+        "print(sorted(set(bad)))\n"
+    )
+    found = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "[]"
+
+
 def test_the_entry_point_only_calls_the_command_line():
     tree = ast.parse((PACKAGE / "__main__.py").read_text(encoding="utf-8"))
     assert {name for _, name in _imported(tree, "course_lib.__main__", False)} == {

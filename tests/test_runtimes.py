@@ -416,18 +416,17 @@ def test_lesson_05s_openvino_section_survives_a_refusal(core, tmp_path, monkeypa
     )
     monkeypatch.setattr(measure, "record", lambda **entry: recorded.append(entry))
 
-    def ratio(c):
-        return f"{c.speedup:.2f}x ({c.speedup_low:.2f}–{c.speedup_high:.2f})"
-
     from collections import Counter
 
     import onnx
 
-    from course_lib import kernels
+    from course_lib import claims as claims_module
+    from course_lib import kernels, units
 
     namespace = {"runtimes": runtimes, "measure": measure, "hardware": hardware, "cl": fake_cl, "np": np}
     namespace |= {"onnx": onnx, "kernels": kernels, "Counter": Counter, "work": tmp_path}
-    namespace |= {"display": shown.append, "Markdown": Markdown, "ratio": ratio, "THREADS": 1, "X86": True}
+    namespace |= {"display": shown.append, "Markdown": Markdown, "THREADS": 1, "X86": True}
+    namespace |= {"claims": claims_module, "units": units}
     namespace |= {"fp32": fp32, "paths": paths, "pc": pc, "S8S8": s8s8, "x": x, "ref": ref, "speed": speed}
     namespace |= {"test_labels": ref.argmax(1), "row": "vnni", "figures": {}}
     cells = _lesson_05b_code_cells()

@@ -145,10 +145,7 @@ def run_all(
             warmup=max(2, min(10, runs // 5)),
         )
         c = row.speed[batch]
-        say(
-            f"  {name} ({row.precision}): {row.quality.text}; batch {batch}: {c.speedup:.2f}x "
-            f"({c.speedup_low:.2f}–{c.speedup_high:.2f}) {BASELINE}"
-        )
+        say(f"  {name} ({row.precision}): {row.quality.text}; batch {batch}: {c} {BASELINE}")
     return done
 
 

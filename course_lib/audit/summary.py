@@ -8,14 +8,13 @@ write             audit.md, audit.html and audit.json in the audit's folder
 
 from __future__ import annotations
 
-import html
 import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import measure
-from ..units import format_duration
+from ..units import format_bytes, format_duration
 from .decide import LESSONS, MIN_SPEEDUP, ratio_text, rule_words
 
 if TYPE_CHECKING:
@@ -75,7 +74,7 @@ def _lesson_link(lesson: str, out: Path) -> str:
 
 
 def _mb(n: int | None) -> str:
-    return "-" if n is None else f"{n / 1e6:,.1f} MB"
+    return "-" if n is None else format_bytes(n)
 
 
 def _coverage(c: dict[str, Any]) -> str:
@@ -350,29 +349,6 @@ def _db(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body{{font-family:system-ui,sans-serif;max-width:1300px;margin:2em auto;padding:0 1em;line-height:1.4}}
-table{{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em}}
-td,th{{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}}
-th{{background:#f3f3f3}} h2{{margin-top:2em;border-bottom:1px solid #ddd}}
-</style></head><body>
-{body}
-</body></html>
-"""
-
-
-def to_html(markdown: str, title: str) -> str | None:
-    """The markdown rendered by markdown-it-py (tables on, raw HTML off), or None without it."""
-    try:
-        from markdown_it import MarkdownIt
-    except ImportError:
-        return None
-    md = MarkdownIt("commonmark", {"html": False}).enable("table")
-    return PAGE.format(title=html.escape(title), body=md.render(markdown))
-
-
 def _json_default(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return value.tolist()
@@ -390,7 +366,7 @@ def write(result: AuditResult) -> dict[str, Path]:
     files["json"].write_text(
         json.dumps(result.to_dict(), indent=2, default=_json_default) + "\n", encoding="utf-8"
     )
-    page = to_html(markdown, f"Audit of {result.model.name}")
+    page = measure.markdown_page(markdown, f"Audit of {result.model.name}")  # None without markdown-it
     if page is not None:
         files["html"] = out / "audit.html"
         files["html"].write_text(page, encoding="utf-8")

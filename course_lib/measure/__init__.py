@@ -13,7 +13,7 @@ always mean the same measurement. One module per idea, each readable top to bott
     parity_check  parity (drift, agreement, who is right, with intervals), paired differences between
                   two variants (signal or noise), acceptance (the acceptance rule)
     results       record / load_results: a JSON results store, tagged with its environment
-    tables        markdown_table: a table without pandas
+    tables        markdown_table: a table without pandas; markdown_page: Markdown as one HTML page
 
 Every name is imported here, so a lesson reads `measure.parity(...)` whichever module holds it.
 Results are small dataclasses with `to_dict()`.
@@ -54,7 +54,7 @@ from .parity_check import (
 )
 from .results import RESULTS_FILE, environment_fingerprint, load_results, record, results_path
 from .sessions import Feed, MakeInputs, logits, make_session, physical_cores
-from .tables import markdown_table
+from .tables import markdown_page, markdown_table
 
 __all__ = [
     "INTEGER_OPS",
@@ -84,6 +84,7 @@ __all__ = [
     "logits",
     "make_session",
     "margin",
+    "markdown_page",
     "markdown_table",
     "other_load",
     "measure_latency",

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import data, measure, models, runtimes, text_encoder
+from ..units import megabytes
 from ..variants import BEST_RESNET, RESNET_VARIANTS, build_resnet_variants, production_resnet_variant
 from . import keys
 from .paths import BUILD
@@ -206,7 +207,7 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
     x_all = data.preprocess(images[: config.eval_images])
     y = labels[: config.eval_images]
     ref = measure.logits(paths["fp32"], x_all, threads=t)
-    fp32_mb = paths["fp32"].stat().st_size / 1e6
+    fp32_mb = megabytes(paths["fp32"])
     for name in config.variants:
         p = measure.parity(ref, measure.logits(paths[name], x_all, threads=t), y)
         for batch in config.batch_sizes:
@@ -224,7 +225,7 @@ def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) 
                     c,
                     accuracy=p.candidate_accuracy,
                     agreement=p.agreement,
-                    size_mb=paths[name].stat().st_size / 1e6,
+                    size_mb=megabytes(paths[name]),
                 )
             )
             log(f"  {name:<38} batch {batch:>3}: {c.speedup:.2f}x fp32")
@@ -321,7 +322,7 @@ def _bench_openvino(openvino, config: BenchConfig, paths: dict, x_all, y, ref, l
                     c,
                     accuracy=p.candidate_accuracy,
                     agreement=p.agreement,
-                    size_mb=paths[file].stat().st_size / 1e6,
+                    size_mb=megabytes(paths[file]),
                     runtime=runtime,
                     precision=precision,
                 )
@@ -395,9 +396,7 @@ def _bench_text_encoder(config: BenchConfig, directory: Path, log: Callable[[str
             runs=config.text_runs,
         )
         rows.append(
-            _row(
-                text_encoder.NAME, batch, c, accuracy=cos_min, size_mb=int8.stat().st_size / 1e6, sequence=seq
-            )
+            _row(text_encoder.NAME, batch, c, accuracy=cos_min, size_mb=megabytes(int8), sequence=seq)
         )
         log(f"  dynamic int8 per-channel, batch {batch}: {c.speedup:.2f}x fp32")
         if config.pytorch:

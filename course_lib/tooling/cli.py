@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..units import format_duration
+from ..units import format_bytes, format_duration
 from .paths import BUILD, ROOT
 from .runner import DEFAULT_TIMEOUT
 
@@ -75,7 +75,7 @@ def prepare(progress: bool = True, archive: Path | None = None) -> dict:
         action = str(trained.origin) + (", exported to ONNX" if trained.exported else "")
         line = (
             f"{name}: {action}; {_source_line(trained.meta)}; test accuracy {trained.test_accuracy:.2%}; "
-            f"ONNX {path.name} {path.stat().st_size / 1e6:.2f} MB, parity max |diff| "
+            f"ONNX {path.name} {format_bytes(path, 2)}, parity max |diff| "
             f"{trained.meta['onnx']['parity_max_abs_diff']:.1e}"
         )
         print(line, flush=True)
@@ -88,7 +88,7 @@ def prepare(progress: bool = True, archive: Path | None = None) -> dict:
     encoder = models.get(models.TEXT_ENCODER)
     paths, te_meta = encoder.onnx_files, encoder.meta
     action = "cached" if status == "ok" else f"exported and optimized ({status})"
-    sizes = ", ".join(f"{p.name} {p.stat().st_size / 1e6:.1f} MB" for p in paths.values())
+    sizes = ", ".join(f"{p.name} {format_bytes(p)}" for p in paths.values())
     worst = max(f["parity_max_abs_diff"] for f in te_meta["files"].values())
     print(
         f"text encoder (all-MiniLM-L6-v2, {te_meta['parameters'] / 1e6:.1f} M parameters): {action}; weights "
@@ -195,7 +195,7 @@ def doctor() -> int:
         current = (
             "" if published.tag == release.release_tag(published.models) else " (for other recipes: not used)"
         )
-        print(f"  release: {published.tag}{current}, {published.bytes / 1e6:.1f} MB from {published.url()}")
+        print(f"  release: {published.tag}{current}, {format_bytes(published.bytes)} from {published.url()}")
 
     status = models.status(models.TEXT_ENCODER)
     if status == "ok":
@@ -270,7 +270,7 @@ def run(
     print("\nSummary")
     print(f"  prepare: {_fmt_seconds(prep['seconds'])}")
     for r in results:
-        memory = f"{r.peak_memory_bytes / 1e6:,.0f} MB" if r.peak_memory_bytes else "?"
+        memory = format_bytes(r.peak_memory_bytes, 0) if r.peak_memory_bytes else "?"
         claims = (
             "{holds} held, {differs} contradicted, {unsettled} unsettled, {elsewhere} not for this CPU"
             + (", {untimed} not timed" if r.claims["untimed"] else "")
@@ -324,9 +324,9 @@ def make_release(out: Path = BUILD / "release", package_file: bool = True) -> in
     target = release.RELEASE_FILE if package_file else None
     published = write_release(out, package_file=target)
     print(f"Release {published.tag} in {out} [{_fmt_seconds(time.perf_counter() - t0)}]:")
-    print(f"  {published.asset}: {published.bytes / 1e6:,.1f} MB, SHA-256 {published.sha256}")
+    print(f"  {published.asset}: {format_bytes(published.bytes)}, SHA-256 {published.sha256}")
     for arcname, info in sorted(published.files.items()):
-        size = f"{info['bytes'] / 1e6:,.2f} MB" if info["bytes"] >= 100_000 else f"{info['bytes']:,} bytes"
+        size = format_bytes(info["bytes"], 2) if info["bytes"] >= 100_000 else f"{info['bytes']:,} bytes"
         print(f"    {arcname}: {size}, SHA-256 {info['sha256'][:16]}…")
     print(f"  {release.MANIFEST_ASSET}: the same hashes")
     if target is not None:
@@ -340,6 +340,7 @@ def make_release(out: Path = BUILD / "release", package_file: bool = True) -> in
 
 def bundle(out: Path = BUILD / "onnx-quant-course-bundle.zip", wheels: bool = False) -> int:
     """Write the offline bundle; print its path, size and file count (or why it cannot be made)."""
+    from .. import release
     from . import bundle as course_bundle
 
     t0 = time.perf_counter()
@@ -348,9 +349,9 @@ def bundle(out: Path = BUILD / "onnx-quant-course-bundle.zip", wheels: bool = Fa
     except course_bundle.BundleError as exc:
         print(f"Cannot make the bundle: {exc}", file=sys.stderr)
         return 1
-    files = len(course_bundle.read_manifest(path)["files"]) + 1  # and the manifest itself
+    files = len(release.bundle_manifest(path)["files"]) + 1  # and the manifest itself
     print(
-        f"Bundle: {path} ({path.stat().st_size / 1e6:,.1f} MB, {files} files"
+        f"Bundle: {path} ({format_bytes(path)}, {files} files"
         f"{', with wheels' if wheels else ''}) [{_fmt_seconds(time.perf_counter() - t0)}]"
     )
     return 0

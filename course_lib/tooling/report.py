@@ -14,8 +14,6 @@ plot embedded in it, so the two cannot say different things.
 
 from __future__ import annotations
 
-import base64
-import html
 import io
 import math
 import re
@@ -25,6 +23,7 @@ from pathlib import Path
 
 from .. import hardware, measure
 from ..names import MOONS_MLP, RESNET18, TEXT_ENCODER
+from ..units import format_bytes, megabytes
 from . import keys
 from .paths import BUILD
 
@@ -121,7 +120,7 @@ def _text_encoder(latest: Latest) -> str | None:
     if speed is None:
         return None
     return f"{speed:.2f}x the optimized fp32 graph at batch 16, seq 128; worst cosine {cos:.4f}" + (
-        f"; {size / 1e6:.1f} MB" if size else ""
+        f"; {format_bytes(size)}" if size else ""
     )
 
 
@@ -140,7 +139,7 @@ def _nanogpt_dynamic(latest: Latest) -> str | None:
     if any(v is None for v in m.values()):
         return None
     return (
-        f"the same size of NanoGPT trained here: {m['fp32_bytes'] / 1e6:.2f} → {m['int8_bytes'] / 1e6:.2f} MB; "
+        f"the same size of NanoGPT trained here: {format_bytes(m['fp32_bytes'], 2, unit=False)} → {format_bytes(m['int8_bytes'], 2)}; "
         f"{m['speedup_b1']:.2f}x fp32 (90% interval {m['speedup_b1_low']:.2f}–{m['speedup_b1_high']:.2f}) "
         f"at batch 1 (64 characters); perplexity {m['fp32_perplexity']:.3f} → {m['perplexity']:.3f}"
     )
@@ -186,8 +185,8 @@ def _four_bit(latest: Latest) -> str | None:
     if fp32_bytes is None or size is None:
         return None
     return (
-        f"4-bit text encoder (blocks of 32, asymmetric): {size / 1e6:.1f} MB, {size / fp32_bytes:.0%} of the "
-        f"fp32 file's {fp32_bytes / 1e6:.1f} MB (an ideal 4-bit payload is 12.5 %); worst cosine {cos:.4f}"
+        f"4-bit text encoder (blocks of 32, asymmetric): {format_bytes(size)}, {size / fp32_bytes:.0%} of the "
+        f"fp32 file's {format_bytes(fp32_bytes)} (an ideal 4-bit payload is 12.5 %); worst cosine {cos:.4f}"
     )
 
 
@@ -409,7 +408,7 @@ def format_value(value, kind: str) -> str:
     if kind == "percent3":
         return _significant(100 * value)
     if kind == "megabytes":
-        return _significant(value / 1e6)
+        return _significant(megabytes(value))
     if kind == "cosine":
         return f"{value:.4f}"
     if kind == "count":
@@ -476,7 +475,7 @@ def figures_table(entries: list[dict]) -> tuple[list[dict], list[str]]:
                 row["accuracy vs fp32"] = DASH if None in (acc, fp) else accuracy_change(acc, fp)
         if any((x.get("file") or {}).get("bytes") for x in entries):
             size = (e.get("file") or {}).get("bytes")
-            row["file (MB)"] = DASH if not size else _significant(size / 1e6)
+            row["file (MB)"] = DASH if not size else _significant(megabytes(size))
         rows.append(row)
     notes = [RUNTIME_NOTE] if two_runtimes else []
     if any(v == DASH or v.startswith(f"{DASH} ") for r in rows for v in r.values()):
@@ -640,40 +639,16 @@ def to_markdown(report: dict, figure: str | None = None) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body{{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;line-height:1.4}}
-table{{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em}}
-td,th{{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}}
-th{{background:#f3f3f3}} td:not(:first-child){{font-variant-numeric:tabular-nums}}
-img{{max-width:100%}} h2{{margin-top:2em;border-bottom:1px solid #ddd}}
-</style></head><body>
-{body}
-</body></html>
-"""
-
-
-def _markdown_it():
-    from markdown_it import MarkdownIt
-
-    # html off: a "<" in a CPU or variant name is text, not markup
-    return MarkdownIt("commonmark", {"html": False}).enable("table")
-
-
 def to_html(markdown: str, images: Mapping[str, bytes] | None = None) -> str:
-    """The page: `markdown` rendered by markdown-it-py (tables on) into a small template, each
-    image whose file name is a key of `images` embedded as a base64 PNG."""
-    md = _markdown_it()
-    tokens = md.parse(markdown)
-    for token in tokens:
-        for child in token.children or ():
-            src = child.attrGet("src") if child.type == "image" else None
-            if src in (images or {}):
-                child.attrSet("src", "data:image/png;base64," + base64.b64encode(images[src]).decode())
-    heading = next((i for i, t in enumerate(tokens) if t.type == "heading_open"), None)
-    title = "report" if heading is None else tokens[heading + 1].content
-    return PAGE.format(title=html.escape(title), body=md.renderer.render(tokens, md.options, {}))
+    """The page: `markdown` rendered into the course's one page template (`measure.markdown_page`),
+    each image whose file name is a key of `images` embedded."""
+    page = measure.markdown_page(markdown, images=images)
+    if page is None:
+        raise ModuleNotFoundError(
+            "report.html is rendered by markdown-it-py, which is not installed here. "
+            "Install the course's tooling: pip install -e '.[tooling]'."
+        )
+    return page
 
 
 def write(out_dir: Path | None = None, entries: list[dict] | None = None) -> dict[str, Path]:

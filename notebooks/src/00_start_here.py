@@ -351,7 +351,7 @@ resnet_path = cl.models.get("fashion_resnet18").onnx
 meta = cl.onnx_metadata(resnet_path)
 for key in ("input_size", "normalization_mean", "normalization_std", "class_names"):
     print(f"{key:>20}: {meta[key]}")
-print(f"{'file size':>20}: {resnet_path.stat().st_size / 1e6:.1f} MB")
+print(f"{'file size':>20}: {cl.units.format_bytes(resnet_path)}")
 
 # %% [markdown]
 # Now the ResNet18 on the whole test set. It gets about nine test images in ten right, and ONNX

@@ -97,7 +97,6 @@ if "google.colab" in sys.modules:
 # %%
 import gc
 import warnings
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -108,7 +107,7 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 from onnxruntime.transformers.optimizer import optimize_model
 
 import course_lib as cl
-from course_lib import kernels, measure
+from course_lib import claims, kernels, measure, units
 from course_lib import text_encoder as te
 
 # %%
@@ -118,26 +117,6 @@ from course_lib import text_encoder as te
 cl.quiet_quantizer_hints("pre-process")
 work = cl.lesson_folder("02")  # this run's files: <data dir>/lessons/02/, emptied each run
 THREADS = 2  # fixed, so that every latency below is comparable
-
-
-def mb(path):
-    return Path(path).stat().st_size / 1e6
-
-
-def ratio(c):
-    """A latency comparison's speed-up with its 90 % interval, e.g. '1.34x (1.29–1.40)'."""
-    return f"{c.speedup:.2f}x ({c.speedup_low:.2f}–{c.speedup_high:.2f})"
-
-
-def below(c, target):
-    """Whether a speed-up lies below `target`, read from its interval: None when it straddles it."""
-    reached = c.speedup_at_least(target)
-    return None if reached is None else not reached
-
-
-def every(*verdicts):
-    """Several claims' verdicts as one: False if one fails, None if one is unsettled, else True."""
-    return False if False in verdicts else (None if None in verdicts else True)
 
 
 # %% [markdown]
@@ -236,7 +215,7 @@ print(
 )
 print(f"max drift: absolute {mlp_parity.max_abs_drift:.4f}, relative {mlp_parity.max_rel_drift:.2%}")
 print(f"{len(moons.x_test)} points per run, 1 thread: fp32 {fp_ms:.3f} ms, int8 {q_ms:.3f} ms")
-print(f"yours: INT8 ran at {ratio(mlp_cmp)} fp32's speed, with a file {size_ratio:.1f}x smaller")
+print(f"yours: INT8 ran at {mlp_cmp} fp32's speed, with a file {size_ratio:.1f}x smaller")
 
 # %%
 agreement = f"agreement {mlp_parity.agreement:.2%}"
@@ -249,7 +228,7 @@ cl.claim(
 cl.claim(
     "INT8 gains far less speed on the MLP than its file shrinks",
     mlp_cmp.speedup_high < size_ratio,
-    f"{ratio(mlp_cmp)} against a file {size_ratio:.1f}x smaller",
+    f"{mlp_cmp} against a file {size_ratio:.1f}x smaller",
     depends="speed",
 )
 
@@ -298,7 +277,9 @@ paths, meta = encoder.onnx_files, encoder.meta
 for kind, path in paths.items():
     nodes = sum(measure.model_facts(path).op_counts.values())
     max_diff = meta["files"][kind]["parity_max_abs_diff"]
-    print(f"{kind:>9}: {mb(path):6.1f} MB, {nodes:4d} nodes, PyTorch parity max |diff| {max_diff:.1e}")
+    print(
+        f"{kind:>9}: {units.format_bytes(path):>9}, {nodes:4d} nodes, PyTorch parity max |diff| {max_diff:.1e}"
+    )
 print(f"parameters: {measure.model_facts(paths['raw']).parameter_count:,}")
 
 # %% [markdown]
@@ -538,7 +519,7 @@ for base, per_channel, batch, runs in timings:
     te_lat[base, per_channel, batch] = c
     kind = "per-channel" if per_channel else "per-tensor "
     fp, q = c.latency[base].median_ms, c.latency["int8"].median_ms
-    print(f"batch {batch:2d}: {base:>9} fp32 {fp:6.1f} ms | int8 {kind} {q:6.1f} ms | {ratio(c)}")
+    print(f"batch {batch:2d}: {base:>9} fp32 {fp:6.1f} ms | int8 {kind} {q:6.1f} ms | {c}")
 opt1, opt16, raw1 = te_lat["optimized", True, 1], te_lat["optimized", True, 16], te_lat["raw", True, 1]
 
 # %% [markdown]
@@ -547,9 +528,9 @@ opt1, opt16, raw1 = te_lat["optimized", True, 1], te_lat["optimized", True, 16],
 # checked on this run:
 
 # %%
-evidence = f"{ratio(opt1)} at batch 1, {ratio(opt16)} at batch 16"
+evidence = f"{opt1} at batch 1, {opt16} at batch 16"
 print("yours, per-channel against the optimized graph:", evidence)
-both_faster = every(opt1.speedup_at_least(1.0), opt16.speedup_at_least(1.0))
+both_faster = claims.all_of(opt1.speedup_at_least(1.0), opt16.speedup_at_least(1.0))
 faster = "INT8 per-channel runs faster than the optimized fp32 graph at batch 1 and 16"
 cl.claim(faster, both_faster, evidence, depends="speed")
 reaches = opt1.speedup_at_least(1.5)  # batch 1: the steadier of the two timings
@@ -560,11 +541,11 @@ cl.claim(
     **vnni_only,
     depends="speed",
 )
-stays = below(opt1, 1.8)
+stays = opt1.speedup_below(1.8)
 cl.claim(
     "Without VNNI, INT8 per-channel stays below 1.8x at batch 1", stays, evidence, **no_vnni, depends="speed"
 )
-short = every(below(opt1, 2.5), below(opt16, 2.5))
+short = claims.all_of(opt1.speedup_below(2.5), opt16.speedup_below(2.5))
 cl.claim("It stays short of the quote's 2.5x at batch 1 and 16", short, evidence, depends="speed")
 
 # %% [markdown]
@@ -616,14 +597,14 @@ for name, model in (("fp32", torch_fp32), ("int8", torch_int8)):
     c = measure.compare_latency(pair, batch_of, batch_size=1, threads=THREADS, warmup=2, runs=30)
     torch_lat[name] = c
     pt_ms, onnx_ms = c.latency[f"torch {name}"].median_ms, c.latency["onnx int8"].median_ms
-    print(f"batch 1: PyTorch {name} {pt_ms:5.1f} ms | ONNX Runtime int8 {onnx_ms:5.1f} ms | {ratio(c)}")
+    print(f"batch 1: PyTorch {name} {pt_ms:5.1f} ms | ONNX Runtime int8 {onnx_ms:5.1f} ms | {c}")
 vs_torch = torch_lat["int8"]
 
 # %%
 print(
     f"yours: PyTorch's worst cosine {torch_parity['cos_min']:.4f} against ONNX Runtime's {pc['cos_min']:.4f}"
 )
-print(f"yours: ONNX Runtime's INT8 ran at {ratio(vs_torch)} the speed of PyTorch's INT8 at batch 1")
+print(f"yours: ONNX Runtime's INT8 ran at {vs_torch} the speed of PyTorch's INT8 at batch 1")
 cl.claim(
     "PyTorch's dynamic INT8 drifts much further from fp32 than ONNX Runtime's per-channel INT8",
     pc["cos_min"] - torch_parity["cos_min"] > 0.02,
@@ -633,7 +614,7 @@ cl.claim(
 cl.claim(
     "With VNNI, ONNX Runtime's INT8 runs faster than PyTorch's INT8 at batch 1",
     vs_torch.speedup_at_least(1.0),
-    ratio(vs_torch),
+    str(vs_torch),
     **vnni_only,
     depends="speed",
 )
@@ -672,12 +653,12 @@ from course_lib.audit.decide import MIN_SPEEDUP
 from course_lib.audit.evaluate import MIN_MEAN_COSINE, MIN_WORST_COSINE
 
 quality_ok = pc["cos_min"] >= MIN_WORST_COSINE and pc["cos_mean"] >= MIN_MEAN_COSINE
-speed_ok = every(opt1.speedup_at_least(MIN_SPEEDUP), opt16.speedup_at_least(MIN_SPEEDUP))
+speed_ok = claims.all_of(opt1.speedup_at_least(MIN_SPEEDUP), opt16.speedup_at_least(MIN_SPEEDUP))
 verdict = {True: "ship", None: "unsettled (an interval straddles the line)", False: "don't ship"}
 quality = f"worst cosine {pc['cos_min']:.4f}, mean {pc['cos_mean']:.4f}"
 print(f"quality ({quality}; rule {MIN_WORST_COSINE}, {MIN_MEAN_COSINE}):", quality_ok)
 print(f"speed ({evidence}; whole interval at least {MIN_SPEEDUP}x):", speed_ok)
-print("verdict:", verdict[every(quality_ok, speed_ok)])
+print("verdict:", verdict[claims.all_of(quality_ok, speed_ok)])
 
 # %%
 cl.claim(

@@ -77,8 +77,6 @@ if "google.colab" in sys.modules:
 
 
 # %%
-from pathlib import Path
-
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -87,7 +85,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
 import course_lib as cl
-from course_lib import kernels, measure
+from course_lib import kernels, measure, units
 from course_lib import text_encoder as te
 
 # ONNX Runtime's quantizer logs "Please consider to run pre-processing before quantization" for
@@ -96,21 +94,6 @@ cl.quiet_quantizer_hints("pre-process")
 work = cl.lesson_folder("02b")  # this run's files: <data dir>/lessons/02b/, emptied each run
 THREADS = 2  # fixed, so that every latency below is comparable
 OPSET = [helper.make_opsetid("", 17)]  # for the small models built by hand below
-
-
-def mb(path):
-    return Path(path).stat().st_size / 1e6
-
-
-def ratio(c):
-    """A latency comparison's speed-up with its 90 % interval, e.g. '1.34x (1.29–1.40)'."""
-    return f"{c.speedup:.2f}x ({c.speedup_low:.2f}–{c.speedup_high:.2f})"
-
-
-def below(c, target):
-    """Whether a speed-up lies below `target`, read from its interval: None when it straddles it."""
-    reached = c.speedup_at_least(target)
-    return None if reached is None else not reached
 
 
 x86_vnni = cl.has_vnni() and cl.cpu_report()["machine"].lower() in ("x86_64", "amd64")
@@ -153,9 +136,7 @@ def batch_of(n):
 pc = embedding_parity(te.onnx_embed(te_int8, feed))
 pair = {"optimized": paths["optimized"], "int8": te_int8}
 opt16 = measure.compare_latency(pair, batch_of, batch_size=16, threads=THREADS, warmup=1, runs=8)
-print(
-    f"per-channel INT8: worst cosine {pc['cos_min']:.4f}; batch 16: {ratio(opt16)} the optimized fp32's speed"
-)
+print(f"per-channel INT8: worst cosine {pc['cos_min']:.4f}; batch 16: {opt16} the optimized fp32's speed")
 
 # %% [markdown]
 # The same per-channel file as lesson 02's, rebuilt here, and its speed at batch 16, timed in turn
@@ -182,7 +163,7 @@ print("fp32 ops:", rb.op_counts, "\nint8 ops:", ra.op_counts)
 print("initializer bytes fp32:", rb.initializer_bytes, "\ninitializer bytes int8:", ra.initializer_bytes)
 integer_ops = ra.op_counts["ConvInteger"] + ra.op_counts["MatMulInteger"]
 print(f"{integer_ops} integer ops read {ra.op_counts['DynamicQuantizeLinear']} DynamicQuantizeLinear outputs")
-print(f"size {mb(resnet_fp32):.1f} -> {mb(resnet_int8):.1f} MB")
+print(f"size {units.format_bytes(resnet_fp32, unit=False)} -> {units.format_bytes(resnet_int8)}")
 resnet_ran = kernels.kernels(resnet_int8, threads=THREADS, folder=work)  # what the session runs
 print(
     f"integer kernels: {resnet_ran.integer_count} of {resnet_ran.compute_count} compute ops, {resnet_ran.types}"
@@ -232,7 +213,7 @@ resnet_pair = {"fp32": resnet_fp32, "int8": resnet_int8}
 batch_32 = {"input": val_feed["input"][:32]}
 resnet_cmp = measure.compare_latency(resnet_pair, batch_32, threads=THREADS, warmup=2, runs=8)
 rf_ms, rq_ms = resnet_cmp.latency["fp32"].median_ms, resnet_cmp.latency["int8"].median_ms
-print(f"batch 32: fp32 {rf_ms:.1f} ms, int8 {rq_ms:.1f} ms; yours: INT8 at {ratio(resnet_cmp)} fp32's speed")
+print(f"batch 32: fp32 {rf_ms:.1f} ms, int8 {rq_ms:.1f} ms; yours: INT8 at {resnet_cmp} fp32's speed")
 
 # %%
 agrees = resnet_parity.agreement >= 0.99
@@ -250,8 +231,8 @@ cl.claim(
 )
 cl.claim(
     "The dynamic ResNet18 runs several times slower than fp32",
-    below(resnet_cmp, 1 / 3),
-    ratio(resnet_cmp),
+    resnet_cmp.speedup_below(1 / 3),
+    str(resnet_cmp),
     depends="speed",
 )
 
@@ -420,9 +401,9 @@ for label, kwargs in options.items():
 rows = [
     {
         "option": label,
-        "MB": f"{mb(v['path']):.1f}",
+        "MB": units.format_bytes(v["path"], unit=False),
         "cos min": f"{v['parity']['cos_min']:.4f}",
-        "b16": ratio(v["b16"]),
+        "b16": str(v["b16"]),
     }
     for label, v in option_values.items()
 ]
@@ -451,7 +432,7 @@ rr_vs_pc = measure.compare_latency(
     runs=10,
 )
 print("worst cosine:", {k: round(v, 4) for k, v in cos.items()})
-print(f"batch 16, per_channel's time over reduce_range's: {ratio(rr_vs_pc)}")
+print(f"batch 16, per_channel's time over reduce_range's: {rr_vs_pc}")
 
 # %% [markdown]
 # **What to notice.** The second line is a third timing, of the two INT8 files against each other:
@@ -469,8 +450,8 @@ cl.claim(
 )
 cl.claim(
     "reduce_range does not make INT8 clearly faster (5% or more, timed in turn with per_channel)",
-    below(rr_vs_pc, 1.05),
-    f"per_channel / reduce_range time {ratio(rr_vs_pc)}",
+    rr_vs_pc.speedup_below(1.05),
+    f"per_channel / reduce_range time {rr_vs_pc}",
     depends="speed",
 )
 
@@ -480,7 +461,7 @@ cl.claim(
 # against per_channel's worst cosine and its batch-16 timing:
 
 # %%
-speed = f"per_channel {ratio(opt16)}; FFN outputs float {ratio(ffn['b16'])}"
+speed = f"per_channel {opt16}; FFN outputs float {ffn['b16']}"
 cl.claim(
     "Keeping the FFN outputs in float raises the worst cosine",
     cos["ffn"] > cos["pc"],
@@ -500,7 +481,7 @@ cl.claim(
 # cosine:
 
 # %%
-grown, moved = mb(emb["path"]) - mb(te_int8), abs(cos["emb"] - cos["pc"])
+grown, moved = units.megabytes(emb["path"]) - units.megabytes(te_int8), abs(cos["emb"] - cos["pc"])
 embed_evidence = f"{grown:+.1f} MB, worst cosine {cos['emb']:.4f}"
 cl.claim("Keeping the embedding in float grows the file", grown > 1, embed_evidence, depends="runtime")
 cl.claim(

@@ -104,7 +104,7 @@ from onnxruntime.quantization import (
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
 import course_lib as cl
-from course_lib import calibration, kernels, measure, pre_process, scoring
+from course_lib import calibration, kernels, measure, pre_process, scoring, units
 
 # ONNX Runtime's quantizer logs "Please consider to run pre-processing before quantization" for
 # every model without pre-processing metadata, and one line per BatchNorm it meets (exercise 1
@@ -134,7 +134,9 @@ X86 = platform.machine().lower() in ("x86_64", "amd64")
 fp32 = cl.models.get("fashion_resnet18").onnx
 pre = work / "resnet18.pre.onnx"
 _, pre_memory = measure.peak_memory_of(quant_pre_process, fp32, pre)
-print(f"in a fresh process: {pre_memory.seconds:.1f} s, peak memory {pre_memory.peak_bytes / 1e6:.0f} MB")
+print(
+    f"in a fresh process: {pre_memory.seconds:.1f} s, peak memory {units.format_bytes(pre_memory.peak_bytes, 0)}"
+)
 export_summary, pre_summary = pre_process.graph_summary(fp32), pre_process.graph_summary(pre)
 for label, summary in (("course export", export_summary), ("pre-processed", pre_summary)):
     print(f"{label:>14}: {summary['nodes']} nodes, {summary['shapes']} tensors with a known shape")

@@ -84,7 +84,7 @@ from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, 
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
 import course_lib as cl
-from course_lib import calibration, kernels, measure, pre_process, scoring
+from course_lib import calibration, kernels, measure, pre_process, scoring, units
 from course_lib.explorers import calibration_explorer
 
 # ONNX Runtime's quantizer logs "Please consider to run pre-processing before quantization" for
@@ -227,7 +227,7 @@ for label, s in by_method.items():
             **s.row("variant", "accuracy", "agreement"),
             "against MinMax": versus,
             "calibration s": f"{memory[label].seconds:.1f}",
-            "peak memory MB": f"{memory[label].increase_bytes / 1e6:.0f}",
+            "peak memory MB": units.format_bytes(memory[label].increase_bytes, 0, unit=False),
         }
     )
 display(Markdown(measure.markdown_table(rows)))
@@ -328,7 +328,7 @@ for (method, strided), calibrate_method in runs.items():
         _, mem = measure.peak_memory_of(
             quantize_static, pre, out, sized, **STATIC, calibrate_method=calibrate_method, extra_options=extra
         )
-        peak_mb[(method, count, strided)] = mem.increase_bytes / 1e6
+        peak_mb[(method, count, strided)] = units.megabytes(mem.increase_bytes)
 for (method, count, strided), mb in peak_mb.items():
     print(f"this machine, {method}, {count} images{', strided' if strided else ''}: {mb:.0f} MB")
 
@@ -398,9 +398,7 @@ qop_scored = scoring.score(PRODUCTION.replace("QDQ", "QOperator"), qop, test, ti
 ran = {"QDQ": kernels.kernels(qdq, threads=THREADS), "QOperator": kernels.kernels(qop, threads=THREADS)}
 display(Markdown(measure.markdown_table(kernels.kernel_rows(ran))))
 for label, path in (("QDQ", qdq), ("QOperator", qop)):
-    print(
-        f"{label:>9} file: {pre_process.graph_summary(path)['nodes']} nodes, {path.stat().st_size / 1e6:.1f} MB"
-    )
+    print(f"{label:>9} file: {pre_process.graph_summary(path)['nodes']} nodes, {units.format_bytes(path)}")
 cl.claim(
     "The QDQ and QOperator files are about the same size",
     abs(qop.stat().st_size / qdq.stat().st_size - 1) < 0.02,

@@ -439,13 +439,8 @@ def size_ratio(path):
     return Path(path).stat().st_size / fp32.stat().st_size
 
 
-def ratio(s):
-    """A timed ratio with its 90 % interval, e.g. 1.48x (1.39–1.55)."""
-    return f"{s.speedup:.2f}x ({s.speedup_low:.2f}–{s.speedup_high:.2f})"
-
-
 for name, path in timed.items():
-    print(f"yours: {name}: {ratio(speed[name])} fp32's speed, {size_ratio(path):.3f} of its bytes")
+    print(f"yours: {name}: {speed[name]} fp32's speed, {size_ratio(path):.3f} of its bytes")
 
 # %%
 float_file = f"{MAIN}, 2 layers in float"
@@ -460,7 +455,7 @@ faster, slower = [s.speedup_low > 1 for s in speed.values()], [s.speedup_high < 
 cl.claim(
     "Every timed INT8 file runs faster than fp32 at batch 64",
     False if any(slower) else (all(faster) or None),
-    "; ".join(f"{n} {ratio(s)}" for n, s in speed.items()),
+    "; ".join(f"{n} {s}" for n, s in speed.items()),
     depends="speed",
 )
 
@@ -521,7 +516,7 @@ cl.claim(
     "conversions around them take less time than the QLinearConv time they replace",
     added + edges < saved,
     f"QLinearConv {saved:.1f} ms less per run; float kernels {added:.1f} ms, conversions {edges:.1f} ms; "
-    f"{ratio(speed[float_file])} against {ratio(speed[MAIN])}",
+    f"{speed[float_file]} against {speed[MAIN]}",
     applies=speed[float_file].speedup_clearly_above(speed[MAIN]) is True,
     scope="runs where the file with float layers is clearly faster than the all-INT8 one",
     depends=("speed", "cpu", "weights"),
@@ -595,7 +590,7 @@ outside = main_speed.speedup_high <= 1 or main_speed.speedup_low >= 2
 cl.claim(
     "The production choice runs faster than fp32 at batch 64, but less than twice as fast",
     True if between else (False if outside else None),
-    ratio(main_speed),
+    str(main_speed),
     depends="speed",
 )
 floats = [n for n in timed if n.endswith("in float")]
@@ -620,7 +615,7 @@ cl.claim(
     "Per-tensor, where it passes, agrees no better than per-channel and is not clearly faster "
     "(10% or more, timed in turn with it)",
     (pt_vs_main.is_noise or pt_vs_main.points < 0) and (None if pt_not_faster is None else not pt_not_faster),
-    f"{pt_vs_main}; {MAIN} time / per-tensor time {ratio(pt_vs_pc)}",
+    f"{pt_vs_main}; {MAIN} time / per-tensor time {pt_vs_pc}",
     applies=verdicts["per-tensor"].passes,
     scope="CPUs where per-tensor passes the acceptance rule",
     depends=("weights", "cpu", "speed"),

@@ -85,14 +85,9 @@ import onnxruntime as ort
 from IPython.display import Markdown, display
 
 import course_lib as cl
-from course_lib import affine, calibration, hardware, kernels, measure, variants
+from course_lib import affine, calibration, claims, hardware, kernels, measure, units, variants
 
 work = cl.lesson_folder("05")  # this run's files: <data dir>/lessons/05/, emptied each run
-
-
-def ratio(c: measure.LatencyComparison) -> str:
-    """A comparison's ratio of medians with its interval, e.g. '1.50x (1.42–1.58)'."""
-    return f"{c.speedup:.2f}x ({c.speedup_low:.2f}–{c.speedup_high:.2f})"
 
 
 # %% [markdown]
@@ -220,25 +215,10 @@ print(f"measure.latency_from_samples gives the same median, p10 and p90: {same}"
 # ratio beats another only when their intervals do not overlap
 # (`LatencyComparison.speedup_clearly_above`). Two comparisons against fp32 taken at different
 # moments cannot settle a few per cent: each has its own fp32 runs, and the machine's state moves
-# between them; to compare two INT8 files, time them in turn with each other. These three helpers
-# apply the rule for the claim cells below:
-
-
-# %%
-def above(c, target=1.0):
-    """True if the ratio's interval lies at or above `target`, False if below it, None if it straddles."""
-    return c.speedup_at_least(target)
-
-
-def below(c, target=1.0):
-    """True if the ratio's interval lies below `target`, False if at or above it, None if it straddles."""
-    return None if c.speedup_at_least(target) is None else not c.speedup_at_least(target)
-
-
-def every(verdicts):
-    """A claim about several intervals: False if one says False, True if all say True, else None."""
-    verdicts = list(verdicts)
-    return False if False in verdicts else (True if all(verdicts) else None)
+# between them; to compare two INT8 files, time them in turn with each other. The claim cells
+# below apply the rule with `speedup_at_least(target)` and `speedup_below(target)` (True, False,
+# or None when the interval reaches both sides of `target`), and `claims.all_of(...)` reads several
+# verdicts as one: False if one is False, None if one cannot tell, else True.
 
 
 # %% [markdown]
@@ -399,8 +379,8 @@ def quality_row(name):
     noise = "baseline" if c is None else f"{c.points:+.2f} ({c.low:+.2f} to {c.high:+.2f}), "
     return {
         "variant": name,
-        "MB": f"{paths[name].stat().st_size / 1e6:.1f}",
-        "peak memory MB": f"{memory[name] / 1e6:.0f}",
+        "MB": units.format_bytes(paths[name], unit=False),
+        "peak memory MB": units.format_bytes(memory[name], 0, unit=False),
         "accuracy (95% interval)": f"{p.candidate_accuracy:.2%} ({100 * lo:.1f}–{100 * hi:.1f})",
         "change from fp32, points": noise + ("" if c is None else "noise" if c.is_noise else "beyond noise"),
         "agreement (95% interval)": p.agreement_text(),
@@ -476,32 +456,36 @@ speed = {
     for b in (1, 64)
 }
 rows = [
-    {"variant": n, "batch 1": ratio(speed[n, 1]), "batch 64": ratio(speed[n, 64])}
-    for n in paths
-    if n != "fp32"
+    {"variant": n, "batch 1": str(speed[n, 1]), "batch 64": str(speed[n, 64])} for n in paths if n != "fp32"
 ]
 display(Markdown(measure.markdown_table(rows)))
 
 
 # %%
 def evidence(names, batch):
-    return "; ".join(f"{n}: {ratio(speed[n, batch])}" for n in names)
+    return "; ".join(f"{n}: {speed[n, batch]}" for n in names)
 
 
 dynamic = "dynamic (QUInt8)"
 cl.claim(
     "The dynamic file runs at less than half fp32's speed",
-    below(speed[dynamic, 64], 0.5),
+    speed[dynamic, 64].speedup_below(0.5),
     evidence([dynamic], 64),
     depends="speed",
 )
-slowest = every(
+slowest = claims.all_of(
     speed[n, 64].speedup_clearly_above(speed[dynamic, 64]) for n in paths if n not in ("fp32", dynamic)
 )
 cl.claim(
     "At batch 64 the variants rank the same way: the U8S8 files above fp32, the S8S8 files below it, "
     "the dynamic file below every other",
-    every([every(above(speed[n, 64]) for n in U8S8), every(below(speed[n, 64]) for n in S8S8), slowest]),
+    claims.all_of(
+        [
+            claims.all_of(speed[n, 64].speedup_at_least(1.0) for n in U8S8),
+            claims.all_of(speed[n, 64].speedup_below(1.0) for n in S8S8),
+            slowest,
+        ]
+    ),
     evidence([*U8S8, *S8S8, dynamic], 64),
     depends="speed",
 )

@@ -86,7 +86,7 @@ from IPython.display import Markdown, display
 from onnxruntime.quantization import QuantFormat, QuantType, quantize_dynamic, quantize_static
 
 import course_lib as cl
-from course_lib import hardware, kernels, measure, runtimes, variants
+from course_lib import claims, hardware, kernels, measure, runtimes, units, variants
 from course_lib import text_encoder as te
 
 # ONNX Runtime's quantizer logs "Please consider to run pre-processing before quantization" for
@@ -97,7 +97,7 @@ work = cl.lesson_folder("05b")  # this run's files: <data dir>/lessons/05b/, emp
 
 # %%
 # Lesson 05 in one cell: the CPU, the threads, the variants this notebook times (and this CPU's
-# production variant), the test images, and the helpers that read an interval.
+# production variant) and the test images.
 cpu = cl.cpu_report()
 THREADS = measure.physical_cores()  # one intra-op thread per physical core, ONNX Runtime's default
 X86 = cpu["machine"].lower() in ("x86_64", "amd64")
@@ -111,27 +111,6 @@ test_images, test_labels = cl.load_split("test")
 x = cl.preprocess(test_images[:2000])
 batch64, one_image = {"input": x[:64]}, {"input": x[:1]}
 print(f"{hardware.cpu_summary()}, THREADS = {THREADS}; production variant: {BEST}")
-
-
-def ratio(c: measure.LatencyComparison) -> str:
-    """A comparison's ratio of medians with its interval, e.g. '1.50x (1.42–1.58)'."""
-    return f"{c.speedup:.2f}x ({c.speedup_low:.2f}–{c.speedup_high:.2f})"
-
-
-def above(c, target=1.0):
-    """True if the ratio's interval lies at or above `target`, False if below it, None if it straddles."""
-    return c.speedup_at_least(target)
-
-
-def below(c, target=1.0):
-    """True if the ratio's interval lies below `target`, False if at or above it, None if it straddles."""
-    return None if c.speedup_at_least(target) is None else not c.speedup_at_least(target)
-
-
-def every(verdicts):
-    """A claim about several intervals: False if one says False, True if all say True, else None."""
-    verdicts = list(verdicts)
-    return False if False in verdicts else (True if all(verdicts) else None)
 
 
 # %% [markdown]
@@ -159,7 +138,7 @@ parities = {
     n: measure.parity(ref, measure.logits(paths[n], x, threads=THREADS), test_labels[:2000]) for n in (pc, rr)
 }
 rows = [
-    {"variant": n, "batch 1": ratio(speed[n, 1]), "batch 64": ratio(speed[n, 64])}
+    {"variant": n, "batch 1": str(speed[n, 1]), "batch 64": str(speed[n, 64])}
     for n in (pc, rr, S8S8[0], dynamic)
 ]
 display(Markdown(measure.markdown_table(rows)))
@@ -253,14 +232,14 @@ try:
 finally:
     stop(load)
 print(f"yours: careless, the load while fp32 ran: {careless:.2f}x")
-print(f"yours: careful, quiet: {ratio(careful_c)}; careful, in turn under the load: {ratio(loaded_c)}")
+print(f"yours: careful, quiet: {careful_c}; careful, in turn under the load: {loaded_c}")
 
 # %%
 low, high = careful_c.speedup_low, careful_c.speedup_high
 cl.claim(
     "The careless loop's ratio lands outside the careful loop's 90% interval",
     not low <= careless <= high,
-    f"careless {careless:.2f}x, careful {ratio(careful_c)}",
+    f"careless {careless:.2f}x, careful {careful_c}",
     depends="speed",
 )
 drift = {
@@ -334,10 +313,8 @@ spin_interval = {
     for s in (True, False)
 }
 for s in (True, False):
-    lo, hi = spin_interval[s]
-    print(
-        f"yours: ratio of the lone medians, spinning {'on ' if s else 'off'}: {spin_ratio[s]:.2f}x ({lo:.2f}–{hi:.2f})"
-    )
+    ratio = units.format_ratio(spin_ratio[s], *spin_interval[s])
+    print(f"yours: ratio of the lone medians, spinning {'on ' if s else 'off'}: {ratio}")
 
 # %%
 gain = {
@@ -350,17 +327,18 @@ int8_less = True if fp32_lo > int8_hi else (False if int8_lo > fp32_hi else None
 said = "; ".join(f"{n}: off/on {lo:.2f}–{hi:.2f}" for n, (lo, hi) in gain.items())
 cl.claim(
     "On free cores, spinning makes a lone fp32 session's batch-1 runs faster, and helps INT8 less",
-    None if elsewhere.busy else every([fp32_faster, int8_less]),
+    None if elsewhere.busy else claims.all_of([fp32_faster, int8_less]),
     said + f"; {elsewhere.describe()}",
     applies=THREADS >= 2,
     scope="more than one thread (with one, no worker thread waits)",
     depends="speed",
 )
 (on_lo, on_hi), (off_lo, off_hi) = spin_interval[True], spin_interval[False]
+on, off = (units.format_ratio(spin_ratio[s], *spin_interval[s]) for s in (True, False))
 cl.claim(
     "The ratio of the lone medians can move with the setting, by more than its interval",
     True if on_hi < off_lo or off_hi < on_lo else None,
-    f"{spin_ratio[True]:.2f}x ({on_lo:.2f}–{on_hi:.2f}) on, {spin_ratio[False]:.2f}x ({off_lo:.2f}–{off_hi:.2f}) off",
+    f"{on} on, {off} off",
     applies=THREADS >= 2,
     scope="more than one thread",
     depends="speed",
@@ -522,7 +500,7 @@ def sequence_row(length, c):
         "sequence length": length,
         "fp32 ms": f"{c.latency['fp32'].median_ms:.1f}",
         "int8 ms": f"{c.latency['int8'].median_ms:.1f}",
-        "speed": ratio(c),
+        "speed": str(c),
     }
 
 
@@ -530,8 +508,8 @@ display(Markdown(measure.markdown_table([sequence_row(n, c) for n, c in seq_spee
 long = (128, 256)
 cl.claim(
     "Dynamic INT8 runs the text encoder faster than fp32 at 128 and 256 tokens",
-    every(above(seq_speed[n]) for n in long),
-    "; ".join(f"{n} tokens: {ratio(seq_speed[n])}" for n in long),
+    claims.all_of(seq_speed[n].speedup_at_least(1.0) for n in long),
+    "; ".join(f"{n} tokens: {seq_speed[n]}" for n in long),
     depends="speed",
 )
 verdict = {True: "larger at 16", False: "larger at 256", None: "no clear difference"}
@@ -610,11 +588,13 @@ def intensity_row(case):
     w, c = work_of[case], cases[case][2]
     return {
         "case": case,
-        "weight MB fp32 / INT8": f"{w.weight_bytes(32) / 1e6:.2f} / {w.weight_bytes(8) / 1e6:.2f}",
+        "weight MB fp32 / INT8": " / ".join(
+            units.format_bytes(w.weight_bytes(b), 2, unit=False) for b in (32, 8)
+        ),
         "multiply-adds per run": f"{w.multiply_adds:,}",
         "uses per weight": f"{w.uses_per_weight:,.0f}",
         "multiply-adds per byte, fp32 / INT8": f"{w.intensity(32):,.1f} / {w.intensity(8):,.1f}",
-        "INT8 speed": ratio(c),
+        "INT8 speed": str(c),
     }
 
 
@@ -622,7 +602,7 @@ display(Markdown(measure.markdown_table([intensity_row(case) for case in cases])
 measured = [c for _, _, c in cases.values()]
 cl.claim(
     "INT8's ratio stays well short of the fourfold of the bytes at every intensity (below 3.5x)",
-    None if te_load.busy else every(below(c, 3.5) for c in measured),
+    None if te_load.busy else claims.all_of(c.speedup_below(3.5) for c in measured),
     f"the highest upper end: {max(c.speedup_high for c in measured):.2f}x; while the text encoder was timed, "
     + te_load.describe(),
     depends="speed",
@@ -725,7 +705,7 @@ def remedy_row(name):
         "remedy": name,
         "agreement": p.agreement_text(),
         "accuracy": f"{p.candidate_accuracy:.2%}",
-        "speed b64": ratio(remedy_speed[name]),
+        "speed b64": str(remedy_speed[name]),
     }
 
 
@@ -746,21 +726,21 @@ if production in agreeing:  # the default, unless a rival is clearly faster
     pick = max(faster, key=lambda n: direct[n].speedup_low, default=production)
 else:  # a CPU where the production variant loses agreement: the fastest that keeps it
     pick = max(agreeing, key=lambda n: remedy_speed[n].speedup_low)
-print(f"yours: timed against {production}: " + ", ".join(f"{n} {ratio(c)}" for n, c in direct.items()))
+print(f"yours: timed against {production}: " + ", ".join(f"{n} {c}" for n, c in direct.items()))
 print(f"yours: the pick on {hardware.cpu_summary()} is {pick}")
 
 # %%
 cl.claim(
     "The pick is this CPU's production variant: no remedy that keeps agreement runs clearly faster",
     pick == production,
-    "; ".join(f"{n}: {ratio(direct[n])} of the production variant's speed" for n in agreeing if n in direct),
+    "; ".join(f"{n}: {direct[n]} of the production variant's speed" for n in agreeing if n in direct),
     depends="speed",
 )
 others = ("U8U8", "U8S8 + session.x64quantprecision")
 cl.claim(
     "U8U8 and session.x64quantprecision run slower than the production variant",
-    every(below(direct[n]) for n in others),
-    "; ".join(f"{n}: {ratio(direct[n])} of the production variant's speed" for n in others),
+    claims.all_of(direct[n].speedup_below(1.0) for n in others),
+    "; ".join(f"{n}: {direct[n]} of the production variant's speed" for n in others),
     applies=X86,
     scope="x86",
     depends="speed",
@@ -976,9 +956,7 @@ if openvino is not None and ov_refused:
                 else "—"
             ),
             "the retry's ratio to ONNX Runtime's fp32, batch 1 / 64": (
-                f"{ratio(ov_speed[r.retry_run, 1])} / {ratio(ov_speed[r.retry_run, 64])}"
-                if r.retry_run in ov_runs
-                else "—"
+                f"{ov_speed[r.retry_run, 1]} / {ov_speed[r.retry_run, 64]}" if r.retry_run in ov_runs else "—"
             ),
         }
         for r in ov_refused.values()
@@ -1166,13 +1144,13 @@ if openvino is not None:
     rows = [
         {
             "runtime and file": f"ONNX Runtime {n}",
-            "batch 1": ratio(speed[n, 1]),
-            "batch 64": ratio(speed[n, 64]),
+            "batch 1": str(speed[n, 1]),
+            "batch 64": str(speed[n, 64]),
         }
         for n in (pc, S8S8[0])
     ]
     rows += [
-        {"runtime and file": n, "batch 1": ratio(ov_speed[n, 1]), "batch 64": ratio(ov_speed[n, 64])}
+        {"runtime and file": n, "batch 1": str(ov_speed[n, 1]), "batch 64": str(ov_speed[n, 64])}
         for n in ov_runs
     ]
     display(Markdown(measure.markdown_table(rows)))
@@ -1190,7 +1168,7 @@ if openvino is not None:
     cl.claim(
         "At batch 64 OpenVINO runs the S8S8 file clearly faster than ONNX Runtime does",
         ov_s8s8.speedup_clearly_above(speed[S8S8[0], 64]) if ov_s8s8 else None,
-        f"OpenVINO {ratio(ov_s8s8)}, ONNX Runtime {ratio(speed[S8S8[0], 64])}" if ov_s8s8 else unknown,
+        f"OpenVINO {ov_s8s8}, ONNX Runtime {speed[S8S8[0], 64]}" if ov_s8s8 else unknown,
         applies=X86,
         scope="x86",
         depends="speed",
@@ -1198,7 +1176,7 @@ if openvino is not None:
     cl.claim(
         "With VNNI, at batch 64 OpenVINO runs the U8S8 file clearly faster than ONNX Runtime does",
         ov_u8s8.speedup_clearly_above(speed[pc, 64]) if ov_u8s8 else None,
-        f"OpenVINO {ratio(ov_u8s8)}, ONNX Runtime {ratio(speed[pc, 64])}" if ov_u8s8 else unknown,
+        f"OpenVINO {ov_u8s8}, ONNX Runtime {speed[pc, 64]}" if ov_u8s8 else unknown,
         applies=X86 and hardware.has_vnni(),
         scope="x86 with VNNI or AMX",
         depends="speed",
@@ -1208,7 +1186,7 @@ if openvino is not None:
     cl.claim(
         "Where OpenVINO lowers the float precision, its default runs the fp32 file clearly faster than f32 pinned",
         ov_default.speedup_clearly_above(ov_pinned) if both else None,
-        f"default {ratio(ov_default)}, pinned {ratio(ov_pinned)}" if both else unknown,
+        f"default {ov_default}, pinned {ov_pinned}" if both else unknown,
         applies=expected_hint != "f32",
         scope="CPUs where OpenVINO lowers the float precision (bf16 or f16)",
         depends="speed",
@@ -1341,7 +1319,7 @@ if openvino is not None:
         "At batch 64 OpenVINO's U8S8 run gains clearly more over ONNX Runtime's fp32 than its f32-pinned fp32 "
         "run does",
         ov_u8s8_64.speedup_clearly_above(ov_pinned_64) if both_ran else None,
-        f"U8S8 {ratio(ov_u8s8_64)}, fp32 pinned {ratio(ov_pinned_64)}" if both_ran else unknown,
+        f"U8S8 {ov_u8s8_64}, fp32 pinned {ov_pinned_64}" if both_ran else unknown,
         applies=X86,
         scope="x86",
         depends="speed",
@@ -1420,19 +1398,19 @@ claimable |= {f"text encoder, {length} tokens": c for length, c in seq_speed.ite
 best_case = max(claimable, key=lambda k: claimable[k].speedup_low)
 top = claimable[best_case]
 print(f"{hardware.cpu_summary()} matches the seed's row {SEED_ROWS[row][0]!r}: {SEED_ROWS[row][1]}")
-print(f"yours: best ratio {ratio(top)}, {best_case}, at {THREADS} thread(s)")
+print(f"yours: best ratio {top}, {best_case}, at {THREADS} thread(s)")
 
 # %%
 cl.claim(
     "INT8 beat fp32 clearly somewhere (the best interval lies wholly above 1x)",
-    above(top),
-    ratio(top),
+    top.speedup_at_least(1.0),
+    str(top),
     depends="speed",
 )
 cl.claim(
     "With VNNI, the best ratio stays short of the middle of the row's 2–4x (below 3x)",
-    None if te_load.busy and best_case.startswith("text encoder") else below(top, 3.0),
-    f"{ratio(top)}, {best_case}; while the text encoder was timed, {te_load.describe()}",
+    None if te_load.busy and best_case.startswith("text encoder") else top.speedup_below(3.0),
+    f"{top}, {best_case}; while the text encoder was timed, {te_load.describe()}",
     applies=row == "vnni",
     scope="x86 with VNNI or AMX",
     depends="speed",
@@ -1441,19 +1419,19 @@ if openvino is not None:  # the QDQ files' runs that compiled (a refused one's r
     ov_int8 = [n for n in ("OpenVINO U8S8 per-channel", "OpenVINO S8S8 per-channel") if n in ov_runs]
     ov_best = max(ov_int8, key=lambda n: ov_speed[n, 64].speedup_low) if ov_int8 else None
     if ov_best:
-        print(f"yours: OpenVINO's best INT8 ratio at batch 64, {ov_best}: {ratio(ov_speed[ov_best, 64])}")
+        print(f"yours: OpenVINO's best INT8 ratio at batch 64, {ov_best}: {ov_speed[ov_best, 64]}")
     cl.claim(
         "With VNNI, OpenVINO's best INT8 ratio at batch 64 reaches the row's 2–4x (its interval at 2x or above)",
         ov_speed[ov_best, 64].speedup_at_least(2.0) if ov_best else None,
-        ratio(ov_speed[ov_best, 64]) if ov_best else "not evaluable here: OpenVINO refused both QDQ files",
+        str(ov_speed[ov_best, 64]) if ov_best else "not evaluable here: OpenVINO refused both QDQ files",
         applies=row == "vnni",
         scope="x86 with VNNI or AMX",
         depends="speed",
     )
 cl.claim(
     "Without VNNI, the production variant still beats fp32 clearly at batch 64",
-    above(speed[BEST, 64]),
-    ratio(speed[BEST, 64]),
+    speed[BEST, 64].speedup_at_least(1.0),
+    str(speed[BEST, 64]),
     applies=row == "older" and X86,
     scope="x86 without VNNI",
     depends="speed",
@@ -1497,7 +1475,7 @@ cl.claim(
 # %%
 answer_1_guess = "below"  # solution
 careless_swapped = careless_loop(load_on=BEST)  # seed 003's loop, the load while INT8 is timed
-print(f"careless, the load while INT8 ran: {careless_swapped:.2f}x; careful: {ratio(careful_c)}")
+print(f"careless, the load while INT8 ran: {careless_swapped:.2f}x; careful: {careful_c}")
 answer_1 = {True: "above", False: "below"}.get(
     careless_swapped > careful_c.speedup_high
     if not careful_c.speedup_low <= careless_swapped <= careful_c.speedup_high

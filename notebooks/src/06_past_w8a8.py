@@ -90,7 +90,7 @@ from onnxruntime.quantization import QuantFormat, QuantType, quantize_dynamic, q
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
 import course_lib as cl
-from course_lib import kernels, measure, variants
+from course_lib import claims, kernels, measure, units, variants
 from course_lib import text_encoder as te
 
 # %%
@@ -103,26 +103,6 @@ logging.getLogger().setLevel(logging.WARNING)
 cl.quiet_quantizer_hints("pre-process", "16-bit integer quantization natively")
 work = cl.lesson_folder("06")  # this run's files: <data dir>/lessons/06/, emptied each run
 THREADS = 2  # fixed, so that every latency below is comparable
-
-
-def mb(path):
-    return Path(path).stat().st_size / 1e6
-
-
-def ratio(c: measure.LatencyComparison) -> str:
-    """A comparison's ratio of medians with its interval, e.g. '1.50x (1.42–1.58)'."""
-    return f"{c.speedup:.2f}x ({c.speedup_low:.2f}–{c.speedup_high:.2f})"
-
-
-def every(verdicts):
-    """Several interval verdicts as one: False if one is False, True if all are True, else None."""
-    verdicts = list(verdicts)
-    return False if False in verdicts else True if all(v is True for v in verdicts) else None
-
-
-def below(c, target):
-    """True when the whole interval lies below `target`, False when it reaches it, None between."""
-    return {True: False, False: True, None: None}[c.speedup_at_least(target)]
 
 
 # %% [markdown]
@@ -210,7 +190,7 @@ for node in fp32_graph.node:
     bytes_by_op[node.op_type] = bytes_by_op.get(node.op_type, 0) + sum(weights.get(x, 0) for x in node.input)
 total = sum(bytes_by_op.values())
 for op, held in sorted(bytes_by_op.items(), key=lambda kv: -kv[1])[:4]:
-    print(f"{op:>24}: {held / 1e6:5.1f} MB of the fp32 weights ({held / total:.0%})")
+    print(f"{op:>24}: {units.format_bytes(held):>8} of the fp32 weights ({held / total:.0%})")
 del fp32_graph
 
 # %% [markdown]
@@ -237,7 +217,8 @@ del fp32_graph
 quality = {label: embedding_parity(embed(path)) for label, path in candidates.items()}
 columns = {"cos_min": "cos min", "cos_mean": "cos mean", "nn": "same nearest neighbour (share)"}
 quality_rows = [
-    {"variant": x, "MB": f"{mb(path):.1f}"} | {columns[k]: f"{v:.4f}" for k, v in quality[x].items()}
+    {"variant": x, "MB": units.format_bytes(path, unit=False)}
+    | {columns[k]: f"{v:.4f}" for k, v in quality[x].items()}
     for x, path in candidates.items()
 ]
 display(Markdown(measure.markdown_table(quality_rows)))
@@ -311,27 +292,33 @@ memory = {x: measure.peak_memory(path, feed, threads=THREADS).increase_bytes for
 
 # %%
 speed_rows = [
-    {"variant": label, "MB": f"{mb(candidates[label]):.1f}", "speedup, 128 tokens": ratio(speed[label, 1])}
-    | {f"speedup, {short_tokens} tokens": ratio(speed[label, "short"])}
-    | {"peak memory, MB": f"{memory[label] / 1e6:.0f}" if label in memory else ""}
+    {
+        "variant": label,
+        "MB": units.format_bytes(candidates[label], unit=False),
+        "speedup, 128 tokens": str(speed[label, 1]),
+    }
+    | {f"speedup, {short_tokens} tokens": str(speed[label, "short"])}
+    | {"peak memory, MB": units.format_bytes(memory[label], 0, unit=False) if label in memory else ""}
     for label in (dynamic_label, *timed_4bit)
 ]
-print(f"fp32 (optimized): peak memory running one sentence {memory['fp32 (optimized)'] / 1e6:.0f} MB")
+print(
+    f"fp32 (optimized): peak memory running one sentence {units.format_bytes(memory['fp32 (optimized)'], 0)}"
+)
 print(f"the short sentence, {short_tokens} tokens: {short_sentence!r}")
 display(Markdown(measure.markdown_table(speed_rows)))
 
 # %%
 for case, words in ((1, "one sentence of 128 tokens"), ("short", "the short sentence, unpadded")):
     dynamic, fours = speed[dynamic_label, case], [speed[label, case] for label in timed_4bit]
-    evidence = f"dynamic {ratio(dynamic)}; 4-bit {', '.join(ratio(c) for c in fours)}"
-    faster = every(dynamic.speedup_clearly_above(c) for c in fours)
+    evidence = f"dynamic {dynamic}; 4-bit {', '.join(str(c) for c in fours)}"
+    faster = claims.all_of(dynamic.speedup_clearly_above(c) for c in fours)
     sentence = f"Dynamic INT8 is clearly faster than every 4-bit file, on {words}"
     cl.claim(sentence, faster, evidence, depends="speed")
-    slow = every(below(c, 1.5) for c in fours)
+    slow = claims.all_of(c.speedup_below(1.5) for c in fours)
     cl.claim(f"No 4-bit file reaches 1.5x fp32's speed on {words}", slow, evidence, depends="speed")
 heavier, mbs = (
     memory[b32] > memory[dynamic_label],
-    f"{memory[b32] / 1e6:.0f} vs {memory[dynamic_label] / 1e6:.0f} MB",
+    f"{units.format_bytes(memory[b32], 0, unit=False)} vs {units.format_bytes(memory[dynamic_label], 0)}",
 )
 sentence = "The 4-bit file takes more memory running one sentence than dynamic INT8"
 cl.claim(sentence, heavier, mbs, depends="runtime")
@@ -421,8 +408,12 @@ for label, path in {a8_label: resnet[A8W8], a16_label: a16w8}.items():
     ran = kernels.kernels(path, threads=THREADS, folder=work)
     resnet_results[label] = {"path": path, "parity": parity, "speed": c, "kernels": ran}
     resnet_rows.append(
-        {"variant": label, "MB": f"{mb(path):.1f}", "agreement (95% interval)": parity.agreement_text()}
-        | {"mean logit drift": f"{parity.mean_abs_drift:.4f}", "speedup b64": ratio(c)}
+        {
+            "variant": label,
+            "MB": units.format_bytes(path, unit=False),
+            "agreement (95% interval)": parity.agreement_text(),
+        }
+        | {"mean logit drift": f"{parity.mean_abs_drift:.4f}", "speedup b64": str(c)}
         | {"integer compute": ", ".join(f"{n} {op}" for op, n in ran.integer.items()) or "none"}
         | {"float compute": ", ".join(f"{n} {op}" for op, n in ran.float_compute.items()) or "none"}
     )
@@ -438,7 +429,7 @@ integer, compute = a16["kernels"].integer_count, a16["kernels"].compute_count
 sentence = "No compute op of the A16W8 file runs on an integer kernel"
 cl.claim(sentence, integer == 0, f"{integer} of {compute}", depends=("runtime", "cpu"))
 sentence = "A16W8 runs several times slower than fp32 (under half its speed)"
-cl.claim(sentence, below(a16["speed"], 0.5), ratio(a16["speed"]), depends="speed")
+cl.claim(sentence, a16["speed"].speedup_below(0.5), str(a16["speed"]), depends="speed")
 
 # %% [markdown]
 # **What to notice.** ONNX Runtime's CPU provider has integer convolution kernels for 8-bit
@@ -682,9 +673,9 @@ figures = {
     for case, suffix in ((1, "b1"), ("short", "short"))
 }
 figures |= {f"{n}_cos_min": cos[x] for n, x in (short_names | {"te_int4_b32_sym": sym}).items()}
-figures |= {f"{n}_mb": mb(candidates[short_names[n]]) for n in ("te_dynamic", "te_int4_b32")}
+figures |= {f"{n}_mb": units.megabytes(candidates[short_names[n]]) for n in ("te_dynamic", "te_int4_b32")}
 figures |= {
-    f"{n}_peak_mb": memory[x] / 1e6
+    f"{n}_peak_mb": units.megabytes(memory[x])
     for n, x in (("te_fp32", "fp32 (optimized)"), ("te_dynamic", dynamic_label), ("te_int4_b32", b32))
 }
 figures |= {

@@ -106,7 +106,7 @@ from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
 import course_lib as cl
-from course_lib import affine, hardware, kernels, measure, qat, variants
+from course_lib import affine, claims, hardware, kernels, measure, qat, units, variants
 from course_lib import text_encoder as te
 
 # %%
@@ -122,26 +122,6 @@ work = cl.lesson_folder("06b")  # this run's files: <data dir>/lessons/06b/, emp
 THREADS = 2  # fixed, so that every latency below is comparable
 VNNI = hardware.has_vnni()  # for the claims that concern CPUs with an INT8 dot product only
 torch.set_num_threads(THREADS)
-
-
-def mb(path):
-    return Path(path).stat().st_size / 1e6
-
-
-def ratio(c: measure.LatencyComparison) -> str:
-    """A comparison's ratio of medians with its interval, e.g. '1.50x (1.42–1.58)'."""
-    return f"{c.speedup:.2f}x ({c.speedup_low:.2f}–{c.speedup_high:.2f})"
-
-
-def every(verdicts):
-    """Several interval verdicts as one: False if one is False, True if all are True, else None."""
-    verdicts = list(verdicts)
-    return False if False in verdicts else True if all(v is True for v in verdicts) else None
-
-
-def below(c, target):
-    """True when the whole interval lies below `target`, False when it reaches it, None between."""
-    return {True: False, False: True, None: None}[c.speedup_at_least(target)]
 
 
 # %% [markdown]
@@ -398,12 +378,12 @@ for label, path in {dynamic_label: dynamic_int8, **static}.items():
     q = quality[label]
     row = {
         "variant": label,
-        "MB": f"{mb(path):.1f}",
+        "MB": units.format_bytes(path, unit=False),
         "cos min": f"{q['cos_min']:.4f}",
         "cos mean": f"{q['cos_mean']:.4f}",
     }
     for case, name in ((1, "speedup b1"), ("short", "speedup short"), (16, "speedup b16")):
-        row[name] = ratio(speed[label, case]) if (label, case) in speed else ""
+        row[name] = str(speed[label, case]) if (label, case) in speed else ""
     static_rows.append(row)
 display(Markdown(measure.markdown_table(static_rows)))
 print("static INT8, integer compute:", ", ".join(f"{n} {op}" for op, n in static_ran.integer.items()))
@@ -419,8 +399,9 @@ cl.claim(
 )
 cl.claim(
     "Quantizing the embedding shrinks the file most",
-    mb(static[raw_embedding]) < min(mb(p) for label, p in static.items() if label != raw_embedding),
-    f"{mb(static[raw_embedding]):.1f} MB",
+    units.megabytes(static[raw_embedding])
+    < min(units.megabytes(p) for label, p in static.items() if label != raw_embedding),
+    units.format_bytes(static[raw_embedding]),
     depends="runtime",
 )
 cl.claim(
@@ -439,26 +420,25 @@ cl.claim(
 )
 cl.claim(
     "Static INT8's file is about three times dynamic INT8's (over 2.5x)",
-    mb(static[static_best]) > 2.5 * mb(dynamic_int8),
-    f"{mb(static[static_best]):.1f} vs {mb(dynamic_int8):.1f} MB",
+    units.megabytes(static[static_best]) > 2.5 * units.megabytes(dynamic_int8),
+    f"{units.format_bytes(static[static_best], unit=False)} vs {units.format_bytes(dynamic_int8)}",
     depends="runtime",
 )
 cl.claim(
     "Static INT8 is never clearly faster than dynamic INT8",
-    every(
+    claims.all_of(
         speed[static_best, case].speedup_clearly_above(speed[dynamic_label, case]) is not True
         for case in (1, "short", 16)
     ),
     "; ".join(
-        f"{case}: {ratio(speed[static_best, case])} vs {ratio(speed[dynamic_label, case])}"
-        for case in (1, "short", 16)
+        f"{case}: {speed[static_best, case]} vs {speed[dynamic_label, case]}" for case in (1, "short", 16)
     ),
     depends="speed",
 )
 cl.claim(
     "On a CPU with VNNI, static INT8 is clearly slower than dynamic INT8 at 16 sentences",
     speed[dynamic_label, 16].speedup_clearly_above(speed[static_best, 16]),
-    f"{ratio(speed[static_best, 16])} vs {ratio(speed[dynamic_label, 16])}",
+    f"{speed[static_best, 16]} vs {speed[dynamic_label, 16]}",
     applies=VNNI,
     scope="CPUs with VNNI",
     depends="speed",
@@ -681,7 +661,7 @@ print(
     f"QAT: {STEPS} steps of {BATCH} images, {train_seconds:.1f} s; won back {won / lost:.0%} of the {lost:.2f} points PTQ lost"
 )
 display(Markdown(measure.markdown_table(qat_rows)))
-print(f"the QAT file at batch 64: {ratio(int4_speed)} fp32's speed; A8W8: {ratio(a8_speed)}")
+print(f"the QAT file at batch 64: {int4_speed} fp32's speed; A8W8: {a8_speed}")
 
 # %%
 cl.claim(
@@ -705,13 +685,13 @@ cl.claim(
 cl.claim(
     "Lesson 03's 8-bit variant is faster than fp32 at batch 64",
     a8_speed.speedup_at_least(1.0),
-    ratio(a8_speed),
+    str(a8_speed),
     depends="speed",
 )
 cl.claim(
     "The QAT file runs several times slower than fp32 (under half its speed)",
-    below(int4_speed, 0.5),
-    ratio(int4_speed),
+    int4_speed.speedup_below(0.5),
+    str(int4_speed),
     depends="speed",
 )
 
@@ -936,7 +916,7 @@ figures = {
 }
 figures |= {f"{n}_cos_min": q[x] for n, x in short_names.items()}
 figures |= {
-    f"{n}_mb": mb({dynamic_label: dynamic_int8, **static}[short_names[n]])
+    f"{n}_mb": units.megabytes({dynamic_label: dynamic_int8, **static}[short_names[n]])
     for n in ("te_static", "te_dynamic")
 }
 figures |= {"fp32_conv_ms": s32["conv_ms"], "a16w8_conv_ms": s16["conv_ms"], "a16w8_qdq_ms": s16["qdq_ms"]}

@@ -113,7 +113,7 @@ from IPython.display import Markdown, display
 from onnxruntime.quantization import QuantFormat, QuantType, quantize_dynamic, quantize_static
 
 import course_lib as cl
-from course_lib import audit, hardware, kernels, measure, nanogpt
+from course_lib import audit, hardware, kernels, measure, nanogpt, units
 
 cl.quiet_quantizer_hints("pre-process")  # the quantizer's pre-processing hint, as in lesson 02
 work = cl.lesson_folder("07")  # this run's files: <data dir>/lessons/07/, emptied each run
@@ -194,7 +194,7 @@ ppl = {
     for name, path in (("fp32", fp32), ("dynamic", dynamic), ("static", static))
 }
 rows = [
-    {"file": name, "MB": f"{path.stat().st_size / 1e6:.2f}", "perplexity": f"{ppl[name]:.3f}"}
+    {"file": name, "MB": units.format_bytes(path, 2, unit=False), "perplexity": f"{ppl[name]:.3f}"}
     for name, path in (("fp32", fp32), ("dynamic", dynamic), ("static", static))
 ]
 display(Markdown(measure.markdown_table(rows)))
@@ -302,8 +302,8 @@ speed = {
 rows = [
     {
         "file": name,
-        "batch 1": f"{speed[name, 1].speedup:.2f}x ({speed[name, 1].speedup_low:.2f}–{speed[name, 1].speedup_high:.2f})",
-        "batch 32": f"{speed[name, 32].speedup:.2f}x ({speed[name, 32].speedup_low:.2f}–{speed[name, 32].speedup_high:.2f})",
+        "batch 1": str(speed[name, 1]),
+        "batch 32": str(speed[name, 32]),
         "ms at batch 1": f"{speed[name, 1].latency[name].median_ms:.2f} (fp32 {speed[name, 1].latency['fp32'].median_ms:.2f})",
     }
     for name in ("dynamic", "static, mask in float")
@@ -314,7 +314,7 @@ display(Markdown(measure.markdown_table(rows)))
 cl.claim(
     "With VNNI, dynamic INT8 runs faster than fp32 at batch 1 (the quote has it 0.69x)",
     speed["dynamic", 1].speedup_at_least(1.0),
-    f"{speed['dynamic', 1].speedup:.2f}x ({speed['dynamic', 1].speedup_low:.2f}–{speed['dynamic', 1].speedup_high:.2f})",
+    str(speed["dynamic", 1]),
     applies=VNNI,
     scope="x86 with VNNI or AMX",
     depends="speed",
@@ -322,8 +322,8 @@ cl.claim(
 static_gain = speed["static, mask in float", 1]
 cl.claim(
     "With VNNI, static INT8 with the mask in float is not clearly faster than fp32 at batch 1",
-    None if static_gain.speedup_at_least(1.05) is None else not static_gain.speedup_at_least(1.05),
-    f"{static_gain.speedup:.2f}x ({static_gain.speedup_low:.2f}–{static_gain.speedup_high:.2f})",
+    static_gain.speedup_below(1.05),
+    str(static_gain),
     applies=VNNI,
     scope="x86 with VNNI or AMX",
     depends="speed",
@@ -554,8 +554,8 @@ cl.checks.check_serve_batch(answer_5_guess, answer_5, yours)
 
 # %%
 figures = dict(
-    fp32_mb=fp32.stat().st_size / 1e6,
-    dynamic_mb=dynamic.stat().st_size / 1e6,
+    fp32_mb=units.megabytes(fp32),
+    dynamic_mb=units.megabytes(dynamic),
     ppl_fp32=ppl["fp32"],
     ppl_dynamic=ppl["dynamic"],
     ppl_static=ppl["static"],
