@@ -61,7 +61,7 @@ VERDICTS = {
 }
 
 
-def timings_stand_in() -> str:
+def _timings_stand_in() -> str:
     """Why this run's timings do not describe the CPU class it reports ('' when they do)."""
     if os.environ.get(MASK_ENV):
         return f"CPU features masked ({MASK_ENV}={os.environ[MASK_ENV]}): the timings are the host's"
@@ -80,7 +80,7 @@ class Claim:
     applies: bool = True  # False: the sentence is about other CPUs (see `scope`)
     scope: str = ""  # which CPUs the sentence is about, e.g. "x86 without VNNI"
     depends: tuple[str, ...] = ()  # keys of DEPENDS
-    untimed: str = ""  # why a sentence about speed was not checked on this run (see timings_stand_in)
+    untimed: str = ""  # why a sentence about speed was not checked on this run (see _timings_stand_in)
 
     @property
     def status(self) -> str:
@@ -170,7 +170,7 @@ def evaluate(
     if holds is not None and not isinstance(holds, bool):
         holds = bool(holds)  # numpy bools
     found = _depends(depends)
-    untimed = timings_stand_in() if "speed" in found else ""
+    untimed = _timings_stand_in() if "speed" in found else ""
     return Claim(statement.strip(), holds, evidence, applies, scope, found, untimed)
 
 

@@ -280,7 +280,7 @@ def parse_cpuid(
     return brand.split(b"\0")[0].decode("ascii", "replace").strip(), frozenset(flags)
 
 
-def parse_flags_override(text: str) -> frozenset[str]:
+def _parse_flags_override(text: str) -> frozenset[str]:
     """The flags of a COURSE_CPU_FLAGS value: Linux flag names separated by spaces or commas."""
     flags = frozenset(_norm(text.replace(",", " ").split()))
     unknown = sorted(flags - OVERRIDE_FLAGS)
@@ -416,7 +416,7 @@ def _cpu() -> CpuRead:
     if not override:
         return read
     return CpuRead(
-        read.name, (read.flags - OVERRIDE_FLAGS) | parse_flags_override(override), f"override {FLAGS_ENV}"
+        read.name, (read.flags - OVERRIDE_FLAGS) | _parse_flags_override(override), f"override {FLAGS_ENV}"
     )
 
 

@@ -134,7 +134,7 @@ def _plain(value: Any) -> Any:
     )
 
 
-def figures_path(lesson: str) -> Path:
+def _figures_path(lesson: str) -> Path:
     """Where `save_figures` keeps one lesson's figures: <data dir>/figures/NN.json."""
     return data_dir() / FIGURES_DIR / f"{lesson}.json"
 
@@ -168,7 +168,7 @@ def save_figures(lesson: str, figures: dict[str, Any], *, timed: Iterable[str] =
         "timed": timed,
         "claims": [c.to_record() for c in ledger()],
     }
-    path = figures_path(lesson)
+    path = _figures_path(lesson)
     text = json.dumps(entry, indent=1)
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     return path
@@ -176,7 +176,7 @@ def save_figures(lesson: str, figures: dict[str, Any], *, timed: Iterable[str] =
 
 def load_figures(lesson: str) -> dict | None:
     """One lesson's saved figures with their environment, or None if that lesson has not saved any."""
-    path = figures_path(lesson)
+    path = _figures_path(lesson)
     if not path.exists():
         return None
     return json.loads(path.read_text(encoding="utf-8"))

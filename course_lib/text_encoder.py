@@ -319,7 +319,7 @@ def export_onnx(model: SentenceEncoder, path: Path) -> Path:
     return path
 
 
-def optimize_onnx(raw: Path, path: Path) -> Path:
+def _optimize_onnx(raw: Path, path: Path) -> Path:
     """ONNX Runtime's transformer optimizer: the fused fp32 graph that INT8 should be compared with."""
     from onnxruntime.transformers.optimizer import optimize_model
 
@@ -354,7 +354,7 @@ def cached_files(log: Callable[[str], None] = print) -> ModelFiles:
     start = time.perf_counter()
     model = load_torch_model()
     export_onnx(model, paths["raw"])
-    optimize_onnx(paths["raw"], paths["optimized"])
+    _optimize_onnx(paths["raw"], paths["optimized"])
     sentences = load_sentences(16)
     feed = encode(sentences, padding="longest")
     made_by = {"raw": "torchscript", "optimized": "torchscript, then onnxruntime.transformers.optimizer"}

@@ -80,7 +80,7 @@ class Quality:
         }
 
 
-def rule_text(mode: str) -> str:
+def _rule_text(mode: str) -> str:
     """The quality rule, in words, for the report."""
     if mode == "labels":
         return (
@@ -580,10 +580,10 @@ class Rule:
             return (
                 f"your metric {self.metric.name}, called on each model's outputs for the evaluation samples: a "
                 f"variant passes when its value is at most {self.metric.tolerance:.0%} {side} fp32's "
-                f"({reference:.4g}); the comparison with {base} ({rule_text(self.mode_of_outputs)}) is "
+                f"({reference:.4g}); the comparison with {base} ({_rule_text(self.mode_of_outputs)}) is "
                 "reported beside it and does not decide"
             )
-        return rule_text(self.mode)
+        return _rule_text(self.mode)
 
     @property
     def mode_of_outputs(self) -> str:

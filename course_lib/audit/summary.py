@@ -130,13 +130,13 @@ def summary_markdown(result: AuditResult) -> str:
         f"{rule_words(d.min_speedup)}."
     )
     parts = [head, rule]
-    runtime = runtime_line(result)
+    runtime = _runtime_line(result)
     if runtime:
         parts.append(runtime)
     return "\n\n".join([*parts, table(result)]) + "\n"
 
 
-def runtime_line(result: AuditResult) -> str:
+def _runtime_line(result: AuditResult) -> str:
     """The decision across runtimes, in a sentence (empty when no second runtime ran)."""
     d, choice = result.runtime_decision, result.runtime_choice
     if d is None:
@@ -158,7 +158,7 @@ def _ov_name(result: AuditResult) -> str:
     return next((r.runtime for r in result.runtime_runs), "OpenVINO")
 
 
-def runtime_table(result: AuditResult) -> str:
+def _runtime_table(result: AuditResult) -> str:
     """The second runtime's rows: each file compiled (or refused), its quality, its speed against
     ONNX Runtime's fp32 at the decision's batch, and its verdict across runtimes."""
     d = result.runtime_decision
@@ -326,9 +326,9 @@ def _runtime_section(result: AuditResult) -> list[str]:
         f"{result.runtime_note[0].upper()}{result.runtime_note[1:]}. Every ratio is against ONNX Runtime's fp32, so "
         "the two runtimes' rows compare; the same quality rule and the same speed rule decide across them.",
         "",
-        runtime_line(result),
+        _runtime_line(result),
         "",
-        runtime_table(result),
+        _runtime_table(result),
         "",
     ]
     # The ONNX Runtime rows were explained above; here OpenVINO's, and the choice wherever it runs.

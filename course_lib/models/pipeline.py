@@ -88,7 +88,7 @@ def _install_one(archive, name: str, staging: Path, source: dict) -> None:
         os.replace(stage / files[role].name, files[role])
 
 
-def install_archive(
+def _install_archive(
     archive, names: Iterable[str], source: dict, log: Callable[[str], None] = print
 ) -> list[str]:
     """Install the named models from an open archive (`release.open_archive`); returns those
@@ -144,7 +144,7 @@ def fetch(
             with release.open_archive(archive, published) as opened:
                 source = {"kind": opened.kind, "path": str(Path(archive).expanduser().resolve())}
                 present = sorted({p.split("/")[1] for p in opened.expected} & set(release.RELEASE_MODELS))
-                for name in install_archive(opened, _not_valid(present), source, log):
+                for name in _install_archive(opened, _not_valid(present), source, log):
                     result.installed[name] = Origin(opened.kind)
         except ReleaseError as exc:
             log(str(exc))
@@ -190,7 +190,7 @@ def fetch(
                 "sha256": published.sha256,
                 "tag": published.tag,
             }
-            for name in install_archive(opened, _not_valid(published.models), source, log):
+            for name in _install_archive(opened, _not_valid(published.models), source, log):
                 result.installed[name] = Origin.DOWNLOAD
     except ReleaseError as exc:
         log(str(exc))
