@@ -203,7 +203,7 @@ print(
 #
 # <!-- reference-claim: 05: At batch 64 the variants rank the same way: the U8S8 files above fp32,
 # the S8S8 files below it, the dynamic file below every other -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # Lesson 05 measures it on your CPU and sets it beside this table; here are three of its
@@ -216,7 +216,7 @@ print(
 #
 # | reference CPU | ResNet18, static INT8 (lesson 03's choice), batch 64 | ResNet18, dynamic INT8, batch 64 | text encoder, dynamic INT8, 256 tokens |
 # |---|---|---|---|
-# | **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) | 1.57x | 0.16x | 1.44x |
+# | **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) | 1.51x | 0.20x | 1.44x |
 # | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | 1.43x | 0.11x | 1.56x |
 # | **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b) | 1.38x | 0.11x | 1.81x |
 # <!-- /reference -->
@@ -363,7 +363,7 @@ print(f"{'file size':>20}: {cl.units.format_bytes(resnet_path)}")
 # <!-- reference: PyTorch test accuracy {torch_accuracy_pct:.2f} % after {train_minutes:.1f} min of
 # training; ONNX Runtime ran the 10,000 test images at {images_per_s:,.0f} images/s -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): PyTorch test accuracy 91.68 % after 23.5 min of training; ONNX Runtime ran the 10,000 test images at 2,385 images/s
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): PyTorch test accuracy 91.68 % after 23.5 min of training; ONNX Runtime ran the 10,000 test images at 2,211 images/s
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): PyTorch test accuracy 91.51 % after 8.6 min of training; ONNX Runtime ran the 10,000 test images at 3,271 images/s
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): PyTorch test accuracy 91.52 % after 6.1 min of training; ONNX Runtime ran the 10,000 test images at 3,919 images/s
 # <!-- /reference -->
@@ -411,7 +411,7 @@ cl.claim(
 #
 # <!-- reference: the hardest class was {hardest_class} ({hardest_accuracy_pct:.1f} % right) -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): the hardest class was Shirt (73.8 % right)
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): the hardest class was Shirt (73.8 % right)
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the hardest class was Shirt (72.7 % right)
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): the hardest class was Shirt (73.2 % right)
 # <!-- /reference -->

@@ -181,12 +181,12 @@ print(
 # Class by class:
 #
 # <!-- reference-order: {mlp_speedup:.2f}x -->
-# *Reference runs, largest first* (the course's stored measurements): **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) 1.12x; **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) 0.91x; **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b) 0.89x.
+# *Reference runs, largest first* (the course's stored measurements): **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) 1.12x; **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) 0.91x; **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b) 0.89x.
 # <!-- /reference -->
 #
 # <!-- reference: the MLP ran at {mlp_speedup:.2f}x fp32's speed (500 points per run, 1 thread) -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): the MLP ran at 0.91x fp32's speed (500 points per run, 1 thread)
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): the MLP ran at 0.91x fp32's speed (500 points per run, 1 thread)
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the MLP ran at 1.12x fp32's speed (500 points per run, 1 thread)
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): the MLP ran at 0.89x fp32's speed (500 points per run, 1 thread)
 # <!-- /reference -->
@@ -400,7 +400,7 @@ print(f"dynamic INT8: QEmbedLayerNormalization, its LayerNorm's parameters {sort
 # <!-- reference: worst cosine over the 300 sentences, per-tensor {te_cos_min_pt:.4f}, per-channel
 # {te_cos_min_pc:.4f} -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): worst cosine over the 300 sentences, per-tensor 0.9155, per-channel 0.9823
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): worst cosine over the 300 sentences, per-tensor 0.9155, per-channel 0.9823
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): worst cosine over the 300 sentences, per-tensor 0.9160, per-channel 0.9845
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): worst cosine over the 300 sentences, per-tensor 0.9160, per-channel 0.9845
 # <!-- /reference -->
@@ -467,13 +467,13 @@ cl.claim(
 # INT8 per-channel runs faster than the optimized fp32 graph at both batch sizes:
 #
 # <!-- reference-claim: INT8 per-channel runs faster than the optimized fp32 graph at batch 1 and 16 -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # By how much depends on the CPU. At batch 16, class by class:
 #
 # <!-- reference-order: {te_speedup_b16:.2f}x at batch 16 ({te_speedup_b1:.2f}x at batch 1) -->
-# *Reference runs, largest first* (the course's stored measurements): **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) 1.90x at batch 16 (1.63x at batch 1); **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b) 1.81x at batch 16 (1.61x at batch 1); **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) 1.48x at batch 16 (1.56x at batch 1).
+# *Reference runs, largest first* (the course's stored measurements): **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) 1.90x at batch 16 (1.63x at batch 1); **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b) 1.81x at batch 16 (1.61x at batch 1); **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) 1.41x at batch 16 (1.61x at batch 1).
 # <!-- /reference -->
 #
 # The figures of each run:
@@ -481,7 +481,7 @@ cl.claim(
 # <!-- reference: {te_speedup_b1:.2f}x the optimized fp32 graph's speed at batch 1, {te_speedup_b16:.2f}x at
 # batch 16 -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): 1.56x the optimized fp32 graph's speed at batch 1, 1.48x at batch 16
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): 1.61x the optimized fp32 graph's speed at batch 1, 1.41x at batch 16
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): 1.63x the optimized fp32 graph's speed at batch 1, 1.90x at batch 16
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): 1.61x the optimized fp32 graph's speed at batch 1, 1.81x at batch 16
 # <!-- /reference -->
@@ -492,7 +492,7 @@ cl.claim(
 # The course's runs stay short of the quote's lower figure:
 #
 # <!-- reference-claim: It stays short of the quote's 2.5x at batch 1 and 16 -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # The quote's model, sequence length, threads and baseline are not given; and part of each layer
@@ -560,13 +560,13 @@ cl.claim("It stays short of the quote's 2.5x at batch 1 and 16", short, evidence
 # Runtime's idle threads do not spin, a trap lesson 05b measures):
 #
 # <!-- reference-claim: With VNNI, ONNX Runtime's INT8 runs faster than PyTorch's INT8 at batch 1 -->
-# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit 414dc47), the sentence being about x86 CPUs with VNNI; not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit ae384a0), the sentence being about x86 CPUs with VNNI; not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # <!-- reference: PyTorch's worst cosine {torch_cos_min:.4f} (ONNX Runtime per-channel {te_cos_min_pc:.4f});
 # ONNX Runtime's INT8 ran at {ort_vs_torch_b1:.2f}x the speed of PyTorch's INT8 at batch 1 -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): PyTorch's worst cosine 0.8379 (ONNX Runtime per-channel 0.9823); ONNX Runtime's INT8 ran at 1.41x the speed of PyTorch's INT8 at batch 1
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): PyTorch's worst cosine 0.8379 (ONNX Runtime per-channel 0.9823); ONNX Runtime's INT8 ran at 1.44x the speed of PyTorch's INT8 at batch 1
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): PyTorch's worst cosine 0.8376 (ONNX Runtime per-channel 0.9845); ONNX Runtime's INT8 ran at 1.54x the speed of PyTorch's INT8 at batch 1
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): PyTorch's worst cosine 0.8376 (ONNX Runtime per-channel 0.9845); ONNX Runtime's INT8 ran at 1.13x the speed of PyTorch's INT8 at batch 1
 # <!-- /reference -->
@@ -639,13 +639,13 @@ gc.collect()
 # Both halves pass: ship. The per-channel encoder passes the quality rule:
 #
 # <!-- reference-claim: The dynamic INT8 encoder passes the audit's quality rule -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # The speed half depends on the CPU, since the speed-up does:
 #
 # <!-- reference-claim: The dynamic INT8 encoder is clearly faster than fp32 by the audit's rule at batch 1 and 16 -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 
 # %%

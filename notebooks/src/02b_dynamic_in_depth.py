@@ -185,12 +185,12 @@ print(
 # than fp32, where the quote below has it faster:
 #
 # <!-- reference-claim: The dynamic ResNet18 runs several times slower than fp32 -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # <!-- reference: dynamic INT8 ran at {resnet_speedup_b32:.2f}x fp32's speed at batch 32 -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): dynamic INT8 ran at 0.21x fp32's speed at batch 32
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): dynamic INT8 ran at 0.18x fp32's speed at batch 32
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): dynamic INT8 ran at 0.11x fp32's speed at batch 32
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): dynamic INT8 ran at 0.11x fp32's speed at batch 32
 # <!-- /reference -->
@@ -249,7 +249,7 @@ cl.claim(
 # <!-- reference: ConvInteger {resnet_convinteger_ms:.1f} ms per run against fp32's Conv {resnet_conv_ms:.1f} ms;
 # DynamicQuantizeLinear, Cast, Mul and Add together {resnet_overhead_share:.0%} of the INT8 run's kernel time -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): ConvInteger 59.6 ms per run against fp32's Conv 15.2 ms; DynamicQuantizeLinear, Cast, Mul and Add together 6% of the INT8 run's kernel time
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): ConvInteger 103.8 ms per run against fp32's Conv 15.8 ms; DynamicQuantizeLinear, Cast, Mul and Add together 6% of the INT8 run's kernel time
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): ConvInteger 93.7 ms per run against fp32's Conv 13.7 ms; DynamicQuantizeLinear, Cast, Mul and Add together 4% of the INT8 run's kernel time
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): ConvInteger 58.0 ms per run against fp32's Conv 7.8 ms; DynamicQuantizeLinear, Cast, Mul and Add together 5% of the INT8 run's kernel time
 # <!-- /reference -->
@@ -369,7 +369,7 @@ except Exception as error:  # NotImplemented on releases whose ConvInteger takes
 #
 # | reference CPU | per_channel, cos min | per_channel, speed b16 | reduce_range, cos min | reduce_range, speed b16 | FFN outputs float, cos min | FFN outputs float, speed b16 | embedding float, cos min |
 # |---|---|---|---|---|---|---|---|
-# | **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) | 0.9823 | 1.49x | 0.9758 | 1.45x | 0.9898 | 1.28x | 0.9819 |
+# | **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) | 0.9823 | 1.57x | 0.9758 | 1.52x | 0.9898 | 1.31x | 0.9819 |
 # | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | 0.9845 | 1.90x | 0.9758 | 2.01x | 0.9894 | 1.50x | 0.9847 |
 # | **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b) | 0.9845 | 1.80x | 0.9758 | 1.79x | 0.9894 | 1.50x | 0.9847 |
 # <!-- /reference -->

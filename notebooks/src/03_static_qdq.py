@@ -319,11 +319,11 @@ display(
 # fp32 and S8S8 slower:
 #
 # <!-- reference-claim: U8S8 runs faster than fp32 at batch 64 -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # <!-- reference-claim: S8S8 runs slower than fp32 at batch 64 -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # The figures of each run:
@@ -331,7 +331,7 @@ display(
 # <!-- reference: U8S8 ran at {u8s8_speedup_b64:.2f}x fp32's speed at batch 64, U8S8 with reduce_range
 # at {u8s8_rr_speedup_b64:.2f}x, S8S8 at {s8s8_speedup_b64:.2f}x -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): U8S8 ran at 1.55x fp32's speed at batch 64, U8S8 with reduce_range at 1.55x, S8S8 at 0.55x
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): U8S8 ran at 1.55x fp32's speed at batch 64, U8S8 with reduce_range at 1.60x, S8S8 at 0.55x
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): U8S8 ran at 1.45x fp32's speed at batch 64, U8S8 with reduce_range at 1.37x, S8S8 at 0.40x
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): U8S8 ran at 1.38x fp32's speed at batch 64, U8S8 with reduce_range at 1.36x, S8S8 at 0.30x
 # <!-- /reference -->
@@ -343,7 +343,7 @@ display(
 # <!-- reference: agreement with fp32 on the 10,000 test images: U8S8 {u8s8_agreement:.2f} %, U8S8
 # with reduce_range {u8s8_rr_agreement:.2f} % -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): agreement with fp32 on the 10,000 test images: U8S8 98.73 %, U8S8 with reduce_range 99.77 %
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): agreement with fp32 on the 10,000 test images: U8S8 98.73 %, U8S8 with reduce_range 99.77 %
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): agreement with fp32 on the 10,000 test images: U8S8 99.76 %, U8S8 with reduce_range 99.67 %
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): agreement with fp32 on the 10,000 test images: U8S8 99.68 %, U8S8 with reduce_range 99.77 %
 # <!-- /reference -->
@@ -409,16 +409,16 @@ print(f"The rest of this lesson quantizes as {PRODUCTION}: agreement {prod.parit
 # arithmetic. That is where S8S8's slowdown comes from.
 #
 # <!-- reference-claim: Every U8S8 compute op runs on an integer kernel -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # <!-- reference-claim: S8S8 runs fewer compute ops on integer kernels than U8S8 -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # <!-- reference: S8S8 ran {s8s8_integer_ops} of {compute_ops} compute ops on integer kernels -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): S8S8 ran 10 of 21 compute ops on integer kernels
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): S8S8 ran 10 of 21 compute ops on integer kernels
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): S8S8 ran 10 of 21 compute ops on integer kernels
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): S8S8 ran 10 of 21 compute ops on integer kernels
 # <!-- /reference -->
@@ -507,13 +507,13 @@ def not_normalised(images):
 # normalisation at all, accuracy falls far:
 #
 # <!-- reference-claim: Calibrating without normalisation costs accuracy -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # <!-- reference: calibrated without normalisation: accuracy {trap_not_normalised_accuracy:.2f} %
 # (with the production preprocessing {trap_production_accuracy:.2f} %) -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): calibrated without normalisation: accuracy 38.67 % (with the production preprocessing 91.70 %)
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): calibrated without normalisation: accuracy 38.67 % (with the production preprocessing 91.70 %)
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): calibrated without normalisation: accuracy 44.00 % (with the production preprocessing 91.49 %)
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): calibrated without normalisation: accuracy 37.85 % (with the production preprocessing 91.53 %)
 # <!-- /reference -->
@@ -618,13 +618,13 @@ cl.claim(
 # times *slower* than fp32 (lesson 02b profiles its `ConvInteger` kernel), static INT8 faster.
 #
 # <!-- reference-claim: Static INT8 runs faster than dynamic INT8 on the ResNet18 -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # <!-- reference: dynamic INT8 ran at {dynamic_speedup_b64:.2f}x fp32's speed at batch 64, static INT8
 # (the variant this lesson ships on that CPU) at {static_speedup_b64:.2f}x -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): dynamic INT8 ran at 0.21x fp32's speed at batch 64, static INT8 (the variant this lesson ships on that CPU) at 1.55x
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): dynamic INT8 ran at 0.17x fp32's speed at batch 64, static INT8 (the variant this lesson ships on that CPU) at 1.60x
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): dynamic INT8 ran at 0.12x fp32's speed at batch 64, static INT8 (the variant this lesson ships on that CPU) at 1.45x
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): dynamic INT8 ran at 0.11x fp32's speed at batch 64, static INT8 (the variant this lesson ships on that CPU) at 1.38x
 # <!-- /reference -->

@@ -104,7 +104,7 @@ THREADS = 2
 #
 # <!-- reference: the production choice was '{production_choice}' -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): the production choice was 'per-channel, reduce_range'
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): the production choice was 'per-channel, reduce_range'
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the production choice was 'per-channel'
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): the production choice was 'per-channel'
 # <!-- /reference -->
@@ -246,7 +246,7 @@ cl.claim(
 # points; the production choice minus fp32 on the 10,000 test images, paired:
 # {main_paired_low:+.2f} to {main_paired_high:+.2f} points -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): one accuracy on the 500 validation images: ±2.3 points; the production choice minus fp32 on the 10,000 test images, paired: -0.07 to +0.11 points
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): one accuracy on the 500 validation images: ±2.3 points; the production choice minus fp32 on the 10,000 test images, paired: -0.07 to +0.11 points
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): one accuracy on the 500 validation images: ±2.4 points; the production choice minus fp32 on the 10,000 test images, paired: -0.11 to +0.07 points
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): one accuracy on the 500 validation images: ±2.3 points; the production choice minus fp32 on the 10,000 test images, paired: -0.10 to +0.12 points
 # <!-- /reference -->
@@ -302,7 +302,7 @@ cl.claim(
 # <!-- reference: accuracy drop and agreement: the production choice {main_drop:+.2f} points,
 # {main_agreement:.2f} %; weak calibration {weak_drop:+.2f} points, {weak_agreement:.2f} % -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): accuracy drop and agreement: the production choice -0.02 points, 99.77 %; weak calibration +3.02 points, 93.64 %
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): accuracy drop and agreement: the production choice -0.02 points, 99.77 %; weak calibration +3.02 points, 93.64 %
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): accuracy drop and agreement: the production choice +0.02 points, 99.76 %; weak calibration +2.52 points, 94.06 %
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): accuracy drop and agreement: the production choice -0.01 points, 99.68 %; weak calibration +2.35 points, 94.33 %
 # <!-- /reference -->
@@ -401,7 +401,7 @@ cl.claim(
 #
 # | reference CPU | production choice, b64 | per-tensor, b64 | production choice with 2 layers in float, b64 | size, 2 layers in float |
 # |---|---|---|---|---|
-# | **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) | 1.66x (1.52–1.78) | 1.50x | 1.42x (1.40–1.43) | 0.41 of fp32 |
+# | **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) | 1.55x (1.46–1.68) | 1.66x | 1.64x (1.49–1.70) | 0.41 of fp32 |
 # | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | 1.48x (1.42–1.54) | 1.41x | not measured | 0.41 of fp32 |
 # | **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b) | 1.39x (1.38–1.40) | 1.40x | 1.71x (1.70–1.74) | 0.57 of fp32 |
 # <!-- /reference -->
@@ -547,14 +547,14 @@ cl.claim(
 # and far larger; their speed decides between a trade and a reject.
 #
 # <!-- reference-claim: The production choice runs faster than fp32 at batch 64, but less than twice as fast -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # <!-- reference: the production choice ran at {main_speedup_b64:.2f}x
 # ({main_speedup_low:.2f}–{main_speedup_high:.2f}) fp32's throughput at batch 64; course target:
 # {main_target} -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): the production choice ran at 1.66x (1.52–1.78) fp32's throughput at batch 64; course target: ✔
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): the production choice ran at 1.55x (1.46–1.68) fp32's throughput at batch 64; course target: unsettled
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the production choice ran at 1.48x (1.42–1.54) fp32's throughput at batch 64; course target: unsettled
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): the production choice ran at 1.39x (1.38–1.40) fp32's throughput at batch 64; course target: ✘
 # <!-- /reference -->

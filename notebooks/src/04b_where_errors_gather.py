@@ -148,7 +148,7 @@ print(f"yours: {cl.hardware.cpu_summary()}; the production choice here is '{MAIN
 # <!-- reference: weak calibration's weakest class was {worst_class} ({worst_class_change:+.1f}
 # points, against a drop of {weak_drop:.2f} points overall) -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): weak calibration's weakest class was Coat (-30.5 points, against a drop of 3.02 points overall)
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): weak calibration's weakest class was Coat (-30.5 points, against a drop of 3.02 points overall)
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): weak calibration's weakest class was Coat (-29.4 points, against a drop of 2.52 points overall)
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): weak calibration's weakest class was Coat (-23.9 points, against a drop of 2.35 points overall)
 # <!-- /reference -->
@@ -348,7 +348,7 @@ cl.claim(
 #
 # | reference CPU | full-range per-channel gap | largest gap, any variant |
 # |---|---|---|
-# | **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) | 11.1 dB | 11.1 dB |
+# | **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) | 11.1 dB | 11.1 dB |
 # | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | -0.0 dB | 0.1 dB |
 # | **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b) | -0.1 dB | -0.1 dB |
 # <!-- /reference -->
@@ -421,7 +421,7 @@ cl.claim(
 # range, {mlp_grid_drift_outside:.1f} outside it; on the test set {mlp_test_max_drift:.2f}, on the
 # edge set {mlp_edge_max_drift:.1f} -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): largest drift on the grid: 1.23 inside the training range, 50.0 outside it; on the test set 3.49, on the edge set 69.3
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): largest drift on the grid: 1.23 inside the training range, 50.0 outside it; on the test set 3.49, on the edge set 69.3
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): largest drift on the grid: 1.23 inside the training range, 50.0 outside it; on the test set 3.49, on the edge set 69.3
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): largest drift on the grid: 1.23 inside the training range, 50.0 outside it; on the test set 3.49, on the edge set 69.3
 # <!-- /reference -->

@@ -171,7 +171,7 @@ display(Markdown(measure.markdown_table(rows)))
 # {careless_loaded_ratio:.2f}x; the careful loop {careful_ratio:.2f}x ({careful_low:.2f}–{careful_high:.2f}),
 # and in turn under the same load {loaded_ratio:.2f}x ({loaded_low:.2f}–{loaded_high:.2f}) -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): with a busy process while fp32 was timed, the careless loop gave 5.28x; the careful loop 1.61x (1.54–1.67), and in turn under the same load 1.72x (1.51–1.88)
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): with a busy process while fp32 was timed, the careless loop gave 4.76x; the careful loop 1.61x (1.54–1.65), and in turn under the same load 1.91x (1.80–2.04)
 # - **AMD EPYC Zen 4, AVX-512 VNNI**: not measured on this CPU yet.
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): with a busy process while fp32 was timed, the careless loop gave 4.08x; the careful loop 1.36x (1.32–1.41), and in turn under the same load 1.56x (1.39–1.69)
 # <!-- /reference -->
@@ -288,7 +288,7 @@ cl.claim(
 # {spin_fp32_off_ms:.2f} ms without; INT8 {spin_int8_on_ms:.2f} and {spin_int8_off_ms:.2f} ms; the
 # ratio {spin_on_ratio:.2f}x with spinning, {spin_off_ratio:.2f}x without -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): alone at batch 1, fp32 took 0.80 ms with spinning and 1.39 ms without; INT8 0.71 and 1.08 ms; the ratio 1.14x with spinning, 1.29x without
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): alone at batch 1, fp32 took 0.63 ms with spinning and 1.08 ms without; INT8 0.58 and 0.79 ms; the ratio 1.08x with spinning, 1.38x without
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): alone at batch 1, fp32 took 1.11 ms with spinning and 1.54 ms without; INT8 0.51 and 0.53 ms; the ratio 2.17x with spinning, 2.89x without
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): alone at batch 1, fp32 took 0.52 ms with spinning and 0.88 ms without; INT8 0.53 and 0.64 ms; the ratio 0.97x with spinning, 1.38x without
 # <!-- /reference -->
@@ -381,7 +381,7 @@ cl.claim(
 # in Conv; the production variant {profile_int8_ms:.1f} ms, {profile_int8_share:.0f} % in QLinearConv;
 # the dynamic file {profile_dynamic_ms:.1f} ms, {profile_dynamic_share:.0f} % in ConvInteger -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): kernel time per run at batch 64: fp32 31.9 ms, 99 % in Conv; the production variant 22.0 ms, 97 % in QLinearConv; the dynamic file 170.3 ms, 94 % in ConvInteger
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): kernel time per run at batch 64: fp32 33.2 ms, 99 % in Conv; the production variant 19.4 ms, 97 % in QLinearConv; the dynamic file 172.0 ms, 94 % in ConvInteger
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): kernel time per run at batch 64: fp32 21.7 ms, 99 % in Conv; the production variant 14.5 ms, 97 % in QLinearConv; the dynamic file 130.5 ms, 96 % in ConvInteger
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): kernel time per run at batch 64: fp32 16.2 ms, 99 % in Conv; the production variant 10.6 ms, 96 % in QLinearConv; the dynamic file 118.1 ms, 95 % in ConvInteger
 # <!-- /reference -->
@@ -444,7 +444,7 @@ cl.claim(
 # found at 128 tokens:
 #
 # <!-- reference-claim: Dynamic INT8 runs the text encoder faster than fp32 at 128 and 256 tokens -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # How the ratio moves from short to long inputs differs from CPU to CPU: at 16 tokens fp32 spends its
@@ -462,7 +462,7 @@ cl.claim(
 #
 # | reference CPU | 16 tokens | 64 tokens | 128 tokens | 256 tokens |
 # |---|---|---|---|---|
-# | **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) | 1.49x | 1.48x | 1.54x | 1.44x |
+# | **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) | 1.65x | 1.33x | 1.60x | 1.44x |
 # | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | 1.44x | 1.86x | 2.02x | 1.56x |
 # | **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b) | 2.20x | 1.77x | 1.82x | 1.81x |
 # <!-- /reference -->
@@ -541,7 +541,7 @@ print(f"yours: 16 against 256 tokens: {verdict[seq_speed[16].speedup_clearly_abo
 #
 # <!-- reference-claim: INT8's ratio stays well short of the fourfold of the bytes at every
 # intensity (below 3.5x) -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # At low intensity, INT8's fixed costs (quantizing activations, converting the sums
@@ -559,7 +559,7 @@ print(f"yours: 16 against 256 tokens: {verdict[seq_speed[16].speedup_clearly_abo
 #
 # | reference CPU | MLP | ResNet18 batch 1 | ResNet18 batch 64 | encoder 16 tokens | encoder 256 tokens |
 # |---|---|---|---|---|---|
-# | **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) | 0.87x | 1.70x | 1.70x | 1.49x | 1.44x |
+# | **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) | 0.91x | 1.83x | 1.45x | 1.65x | 1.44x |
 # | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | 1.31x | 2.20x | 1.43x | 1.44x | 1.56x |
 # | **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b) | 0.89x | 1.37x | 1.40x | 2.20x | 1.81x |
 # <!-- /reference -->
@@ -643,11 +643,11 @@ cl.claim(
 #
 # <!-- reference-claim: The pick is this CPU's production variant: no remedy that keeps agreement
 # runs clearly faster -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # <!-- reference-claim: U8U8 and session.x64quantprecision run slower than the production variant -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # <!-- reference-table: full range = {remedy_full_b64:.2f}x, {agreement_full:.2f} % ; reduce_range =
@@ -657,7 +657,7 @@ cl.claim(
 #
 # | reference CPU | full range | reduce_range | U8U8 | x64quantprecision |
 # |---|---|---|---|---|
-# | **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) | 1.63x, 98.90 % | 1.70x, 99.90 % | 0.76x, 99.80 % | 0.80x, 99.90 % |
+# | **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) | 1.69x, 98.90 % | 1.45x, 99.90 % | 0.87x, 99.80 % | 0.76x, 99.90 % |
 # | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | 1.43x, 99.95 % | 1.34x, 99.65 % | 0.62x, 99.90 % | 0.60x, 99.95 % |
 # | **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b) | 1.40x, 99.75 % | 1.39x, 99.75 % | 0.45x, 99.75 % | 0.47x, 99.75 % |
 # <!-- /reference -->
@@ -792,7 +792,7 @@ cl.claim(
 #
 # | reference CPU | precision by default | OpenVINO fp32, f32 pinned | OpenVINO fp32, default | OpenVINO U8S8 per-channel | OpenVINO S8S8 per-channel |
 # |---|---|---|---|---|---|
-# | **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) | f32 | 1.01x / 1.15x | 1.11x / 1.15x | 2.10x / 2.64x | 2.00x / 2.54x |
+# | **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) | f32 | 1.07x / 1.13x | 1.26x / 1.13x | 1.71x / 2.61x | 1.52x / 2.75x |
 # | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | bf16 | 1.55x / 1.08x | 2.57x / 1.98x | 2.73x / 3.70x | 2.81x / 3.47x |
 # | **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b) | bf16 | 1.16x / 1.03x | 1.38x / 1.15x | 1.69x / 2.98x | 0.49x / 0.95x |
 # <!-- /reference -->
@@ -803,7 +803,7 @@ cl.claim(
 #
 # <!-- reference-claim: OpenVINO's default precision for the fp32 file is the CPU's fast float type
 # (bf16 with AVX512_BF16 or AMX, f16 on ARM with FP16, else f32) -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # It runs the QDQ files' convolutions on integer kernels, S8S8's too, where ONNX Runtime leaves
@@ -811,21 +811,21 @@ cl.claim(
 #
 # <!-- reference-claim: OpenVINO runs every convolution of both QDQ files on integer kernels, S8S8's
 # too -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47); unsettled on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0); unsettled on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # And at batch 64 it runs the U8S8 file clearly faster than ONNX Runtime does:
 #
 # <!-- reference-claim: With VNNI, at batch 64 OpenVINO runs the U8S8 file clearly faster than ONNX
 # Runtime does -->
-# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit 414dc47), the sentence being about x86 with VNNI or AMX; not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit ae384a0), the sentence being about x86 with VNNI or AMX; not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # The runtime moves INT8's ratio far more than the instruction set moved ONNX Runtime's (lesson
 # 05): the same U8S8 file on OpenVINO at batch 64, class by class,
 #
 # <!-- reference-order: {ov_u8s8_pc_b64:.2f}x -->
-# *Reference runs, largest first* (the course's stored measurements): **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) 3.70x; **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b) 2.98x; **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) 2.64x.
+# *Reference runs, largest first* (the course's stored measurements): **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) 3.70x; **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b) 2.98x; **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) 2.61x.
 # <!-- /reference -->
 #
 # Without the package, this section says how to install it and the rest of the notebook runs.
@@ -906,7 +906,7 @@ def ov_run_of(name: str) -> str | None:
 #
 # <!-- reference: OpenVINO {ov_version_short} refused {ov_refused} -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): OpenVINO 2026.4.1 refused none
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): OpenVINO 2026.4.1 refused none
 # - **AMD EPYC Zen 4, AVX-512 VNNI**: not measured on this CPU yet.
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): OpenVINO 2026.4.1 refused resnet18.static_S8S8_per-channel.onnx (default)
 # <!-- /reference -->
@@ -921,7 +921,7 @@ def ov_run_of(name: str) -> str | None:
 #
 # <!-- reference-claim: Where OpenVINO refused a QDQ file's default precision, its f32-pinned retry
 # ran the file's convolutions on f32 kernels, whatever their label -->
-# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit 414dc47), the sentence being about runs where OpenVINO refused a QDQ file's default precision; not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit ae384a0), the sentence being about runs where OpenVINO refused a QDQ file's default precision; not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # The fallback kept the measurement going, not INT8's speed. The table below gives each retry's
@@ -1060,7 +1060,7 @@ if openvino is not None:
 #
 # <!-- reference-claim: With an INT8 dot product, every OpenVINO run passes lesson 04's rule against
 # ONNX Runtime's fp32 -->
-# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit 414dc47), the sentence being about CPUs with VNNI, AMX or ARM's dot product (without, u8 x s8 pair sums can saturate: lesson 05); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit ae384a0), the sentence being about CPUs with VNNI, AMX or ARM's dot product (without, u8 x s8 pair sums can saturate: lesson 05); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # Without VNNI, U8S8 saturation (lesson 05, section 4) can reach OpenVINO's u8 kernels too. On x86
@@ -1223,7 +1223,7 @@ if openvino is not None:
 # <!-- reference: at batch 64, OpenVINO's convolution layers took {ov_conv_ms:.1f} ms of kernel time,
 # ONNX Runtime's QLinearConv nodes {ort_qlinearconv_ms:.1f} ms, its QLinearAdd nodes {ort_qlinearadd_ms:.2f} ms -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): at batch 64, OpenVINO's convolution layers took 9.8 ms of kernel time, ONNX Runtime's QLinearConv nodes 17.8 ms, its QLinearAdd nodes 0.23 ms
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): at batch 64, OpenVINO's convolution layers took 12.7 ms of kernel time, ONNX Runtime's QLinearConv nodes 20.8 ms, its QLinearAdd nodes 0.37 ms
 # - **AMD EPYC Zen 4, AVX-512 VNNI**: not measured on this CPU yet.
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): at batch 64, OpenVINO's convolution layers took 5.1 ms of kernel time, ONNX Runtime's QLinearConv nodes 9.9 ms, its QLinearAdd nodes 0.20 ms
 # <!-- /reference -->
@@ -1347,20 +1347,20 @@ if openvino is not None:
 # what a server sees: section 1). INT8 beat fp32 clearly somewhere:
 #
 # <!-- reference-claim: INT8 beat fp32 clearly somewhere (the best interval lies wholly above 1x) -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # With VNNI, the best ratio stayed short of the middle of its row's 2–4x:
 #
 # <!-- reference-claim: With VNNI, the best ratio stays short of the middle of the row's 2–4x (below
 # 3x) -->
-# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit 414dc47), the sentence being about x86 with VNNI or AMX; not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit ae384a0), the sentence being about x86 with VNNI or AMX; not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # and without VNNI the ResNet18's production variant beat fp32 by more than "marginal" suggests:
 #
 # <!-- reference-claim: Without VNNI, the production variant still beats fp32 clearly at batch 64 -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47); not for **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b), the sentence being about x86 without VNNI; not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0); not for **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b), the sentence being about x86 without VNNI; not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # The quote names no model, batch size or thread count; our models are small, and ONNX Runtime's
@@ -1371,7 +1371,7 @@ if openvino is not None:
 #
 # <!-- reference-claim: With VNNI, OpenVINO's best INT8 ratio at batch 64 reaches the row's 2–4x (its
 # interval at 2x or above) -->
-# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit 414dc47), the sentence being about x86 with VNNI or AMX; not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit ae384a0), the sentence being about x86 with VNNI or AMX; not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # The 2–4x depends on the kernels a runtime has, not only on the CPU. Only a measurement on the
@@ -1380,7 +1380,7 @@ if openvino is not None:
 # <!-- reference: the seed's row for this CPU: "{seed_row}" ({seed_claim}); best ratio
 # {best_ratio:.2f}x ({best_low:.2f}–{best_high:.2f}), {best_case} -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): the seed's row for this CPU: "Older CPUs without VNNI" (Marginal); best ratio 1.70x (1.60–1.74), ResNet18 static U8S8 per-channel reduce_range, batch 64
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): the seed's row for this CPU: "Older CPUs without VNNI" (Marginal); best ratio 1.65x (1.62–1.69), text encoder, 16 tokens
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the seed's row for this CPU: "Modern Intel CPU (Cascade Lake and later, VNNI)" (2–4x); best ratio 2.02x (1.83–2.42), text encoder, 128 tokens
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): the seed's row for this CPU: "Modern Intel CPU (Cascade Lake and later, VNNI)" (2–4x); best ratio 2.20x (2.09–2.25), text encoder, 16 tokens
 # <!-- /reference -->

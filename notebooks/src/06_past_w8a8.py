@@ -208,7 +208,7 @@ del fp32_graph
 # <!-- reference: worst sentence's cosine with fp32: 4-bit blocks of 128 {te_int4_b128_cos_min:.4f},
 # blocks of 32 {te_int4_b32_cos_min:.4f}, blocks of 32 symmetric {te_int4_b32_sym_cos_min:.4f} -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): worst sentence's cosine with fp32: 4-bit blocks of 128 0.9437, blocks of 32 0.9729, blocks of 32 symmetric 0.9602
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): worst sentence's cosine with fp32: 4-bit blocks of 128 0.9437, blocks of 32 0.9729, blocks of 32 symmetric 0.9602
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): worst sentence's cosine with fp32: 4-bit blocks of 128 0.9437, blocks of 32 0.9729, blocks of 32 symmetric 0.9602
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): worst sentence's cosine with fp32: 4-bit blocks of 128 0.9437, blocks of 32 0.9729, blocks of 32 symmetric 0.9602
 # <!-- /reference -->
@@ -248,12 +248,12 @@ for sentence, higher, lower in (  # each sentence says that `higher` stays above
 #
 # <!-- reference-claim: Dynamic INT8 is clearly faster than every 4-bit file, on one sentence of 128
 # tokens -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); unsettled on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # <!-- reference-claim: Dynamic INT8 is clearly faster than every 4-bit file, on the short sentence,
 # unpadded -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # <!-- reference: one sentence of 128 tokens: dynamic INT8 ran at {te_dynamic_b1:.2f}x fp32's
@@ -262,7 +262,7 @@ for sentence, higher, lower in (  # each sentence says that `higher` stays above
 # fp32 {te_fp32_peak_mb:.0f} MB, dynamic INT8 {te_dynamic_peak_mb:.0f} MB, 4-bit blocks of 32
 # {te_int4_b32_peak_mb:.0f} MB -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): one sentence of 128 tokens: dynamic INT8 ran at 1.54x fp32's speed; 4-bit blocks of 128 at 0.98x, blocks of 32 at 0.97x, blocks of 32 with accuracy_level 4 at 0.93x. Peak memory running one sentence: fp32 144 MB, dynamic INT8 43 MB, 4-bit blocks of 32 118 MB
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): one sentence of 128 tokens: dynamic INT8 ran at 1.52x fp32's speed; 4-bit blocks of 128 at 0.99x, blocks of 32 at 1.02x, blocks of 32 with accuracy_level 4 at 0.90x. Peak memory running one sentence: fp32 144 MB, dynamic INT8 42 MB, 4-bit blocks of 32 118 MB
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): one sentence of 128 tokens: dynamic INT8 ran at 1.67x fp32's speed; 4-bit blocks of 128 at 0.98x, blocks of 32 at 0.98x, blocks of 32 with accuracy_level 4 at 1.05x. Peak memory running one sentence: fp32 145 MB, dynamic INT8 43 MB, 4-bit blocks of 32 118 MB
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): one sentence of 128 tokens: dynamic INT8 ran at 1.65x fp32's speed; 4-bit blocks of 128 at 1.02x, blocks of 32 at 1.00x, blocks of 32 with accuracy_level 4 at 0.86x. Peak memory running one sentence: fp32 147 MB, dynamic INT8 46 MB, 4-bit blocks of 32 121 MB
 # <!-- /reference -->
@@ -271,7 +271,7 @@ for sentence, higher, lower in (  # each sentence says that `higher` stays above
 # {te_dynamic_short:.2f}x fp32's speed; 4-bit blocks of 128 at {te_int4_b128_short:.2f}x, blocks
 # of 32 at {te_int4_b32_short:.2f}x, with accuracy_level 4 at {te_int4_al4_short:.2f}x -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): one short sentence (17 tokens, no padding): dynamic INT8 ran at 1.62x fp32's speed; 4-bit blocks of 128 at 0.87x, blocks of 32 at 0.87x, with accuracy_level 4 at 1.04x
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): one short sentence (17 tokens, no padding): dynamic INT8 ran at 1.69x fp32's speed; 4-bit blocks of 128 at 0.95x, blocks of 32 at 0.92x, with accuracy_level 4 at 1.16x
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): one short sentence (17 tokens, no padding): dynamic INT8 ran at 1.61x fp32's speed; 4-bit blocks of 128 at 0.90x, blocks of 32 at 0.89x, with accuracy_level 4 at 1.13x
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): one short sentence (17 tokens, no padding): dynamic INT8 ran at 1.73x fp32's speed; 4-bit blocks of 128 at 0.93x, blocks of 32 at 0.92x, with accuracy_level 4 at 1.11x
 # <!-- /reference -->
@@ -377,18 +377,18 @@ print("opset of the A16W8 file:", *opsets)
 #
 # <!-- reference-claim: A16W8's logits drift from fp32's clearly less than A8W8's (under three
 # quarters) -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # <!-- reference-claim: A16W8 runs several times slower than fp32 (under half its speed) -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # <!-- reference: at batch 64, A16W8 ran at {a16w8_speedup_b64:.2f}x fp32's speed, with
 # {a16w8_integer_ops} of {resnet_compute_ops} compute ops on integer kernels; lesson 03's 8-bit
 # variant for that CPU ran at {a8w8_speedup_b64:.2f}x -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): at batch 64, A16W8 ran at 0.25x fp32's speed, with 0 of 21 compute ops on integer kernels; lesson 03's 8-bit variant for that CPU ran at 1.48x
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): at batch 64, A16W8 ran at 0.37x fp32's speed, with 0 of 21 compute ops on integer kernels; lesson 03's 8-bit variant for that CPU ran at 1.63x
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): at batch 64, A16W8 ran at 0.22x fp32's speed, with 0 of 21 compute ops on integer kernels; lesson 03's 8-bit variant for that CPU ran at 1.38x
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): at batch 64, A16W8 ran at 0.14x fp32's speed, with 0 of 21 compute ops on integer kernels; lesson 03's 8-bit variant for that CPU ran at 1.36x
 # <!-- /reference -->
@@ -471,7 +471,7 @@ cl.claim(sentence, a16["speed"].speedup_below(0.5), str(a16["speed"]), depends="
 #
 # | reference CPU | dynamic INT8, text | static INT8, text | 4-bit blocks of 32, text | A8W8, ResNet18 b64 | A16W8, ResNet18 b64 | QAT 4-bit, ResNet18 b64 |
 # |---|---|---|---|---|---|---|
-# | **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) | 1.54x | 1.34x | 0.97x | 1.48x | 0.25x | 0.31x |
+# | **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) | 1.52x | 1.34x | 1.02x | 1.63x | 0.37x | 0.27x |
 # | **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c) | 1.67x | 1.37x | 0.98x | 1.38x | 0.22x | 0.20x |
 # | **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b) | 1.65x | 1.39x | 1.00x | 1.36x | 0.14x | 0.14x |
 # <!-- /reference -->
@@ -559,11 +559,11 @@ if missing:
 # to (lesson 05) before you choose. Where the reference runs checked the picks:
 #
 # <!-- reference-claim: The rule picks a dynamic INT8 text encoder -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # <!-- reference-claim: The rule picks one of lesson 03's 8-bit static files for the ResNet18 -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 
 # %%

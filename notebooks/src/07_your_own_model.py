@@ -56,7 +56,7 @@
 # ({dynamic_b1_low:.2f}–{dynamic_b1_high:.2f}), static with the mask in float {static_b1:.2f}x
 # ({static_b1_low:.2f}–{static_b1_high:.2f}); the audit chose {audit_choice} in {audit_seconds:.0f} s -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): fp32 1.04 MB, dynamic INT8 0.40 MB; perplexity fp32 3.808, dynamic 3.824, static with defaults 75.8, static with the mask in float 3.892; at batch 1, dynamic 1.11x (1.10–1.11), static with the mask in float 0.78x (0.78–0.79); the audit chose dynamic INT8 per-channel reduce_range in 15 s
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): fp32 1.04 MB, dynamic INT8 0.40 MB; perplexity fp32 3.808, dynamic 3.824, static with defaults 75.8, static with the mask in float 3.892; at batch 1, dynamic 1.11x (1.11–1.12), static with the mask in float 0.78x (0.78–0.79); the audit chose dynamic INT8 per-channel reduce_range in 16 s
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): fp32 1.04 MB, dynamic INT8 0.40 MB; perplexity fp32 3.805, dynamic 3.821, static with defaults 73.5, static with the mask in float 3.904; at batch 1, dynamic 1.34x (1.32–1.35), static with the mask in float 0.84x (0.82–0.85); the audit chose dynamic INT8 per-channel in 13 s
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): fp32 1.04 MB, dynamic INT8 0.40 MB; perplexity fp32 3.808, dynamic 3.824, static with defaults 71.9, static with the mask in float 3.906; at batch 1, dynamic 1.19x (1.17–1.20), static with the mask in float 0.71x (0.71–0.72); the audit chose static S8S8 per-channel in 16 s
 # <!-- /reference -->
@@ -229,12 +229,12 @@ cl.claim(
 #
 # <!-- reference-claim: With an INT8 dot product, dynamic INT8 keeps the perplexity within 2% of
 # fp32's -->
-# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit 414dc47), the sentence being about CPUs with VNNI, AMX or ARM's dot product (without, u8 x s8 pair sums can saturate: lesson 05); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit ae384a0), the sentence being about CPUs with VNNI, AMX or ARM's dot product (without, u8 x s8 pair sums can saturate: lesson 05); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # <!-- reference-claim: Static INT8 with the default settings breaks the model: its perplexity more
 # than doubles -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit 414dc47) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # ### The static trap: minus infinity in the calibration
@@ -282,12 +282,12 @@ cl.claim(
 #
 # <!-- reference-claim: With VNNI, dynamic INT8 runs faster than fp32 at batch 1 (the quote has it
 # 0.69x) -->
-# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit 414dc47), the sentence being about x86 with VNNI or AMX; not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit ae384a0), the sentence being about x86 with VNNI or AMX; not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 #
 # <!-- reference-claim: With VNNI, static INT8 with the mask in float is not clearly faster than fp32
 # at batch 1 -->
-# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit 414dc47), the sentence being about x86 with VNNI or AMX; not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# *Reference runs* (the course's stored checks of this sentence): held on **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not for **AMD EPYC Zen 3, AVX2 only** (commit ae384a0), the sentence being about x86 with VNNI or AMX; not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
 # <!-- /reference -->
 
 # %%
@@ -399,7 +399,7 @@ result
 #
 # <!-- reference: the audit chose {audit_choice} -->
 # *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit 414dc47): the audit chose dynamic INT8 per-channel reduce_range
+# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): the audit chose dynamic INT8 per-channel reduce_range
 # - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the audit chose dynamic INT8 per-channel
 # - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): the audit chose static S8S8 per-channel
 # <!-- /reference -->
