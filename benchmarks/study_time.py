@@ -1,48 +1,78 @@
-"""How long each lesson takes to study: its words and code lines, at a reading pace.
+"""How long each lesson takes to study, and how much of it is the course checking itself.
 
     python benchmarks/study_time.py [--words-per-minute 100] [--lines-per-minute 6]
 
-Issue 34 set the pace: 100 words of prose or 6 lines of code a minute, before running anything
-and before the exercises (the sections from "## Exercises" on, the bookkeeping cells after them,
-and the Colab setup cell are left out). The generated reference blocks are counted, since a learner
-reads them. A core lesson should take at most 75 minutes at that pace; the optional deep dives
-(03b, 05b, 06b) take what their topics need.
+Study time is counted on the whole student notebook (notebooks/student/), as a learner meets it:
+markdown words / 100 + non-blank code lines / 6, every cell included (the Colab setup cell, the
+check cells, the reference lines, the exercises). A core lesson (00-07) should take at most 60
+minutes at that pace, an optional deep dive (01b, 02b, ...) at most 75.
 
-Prints one row per lesson: words, code lines, minutes, and whether a core lesson is over 75.
+Self-verification is the share of the notebook's lines that are the course checking itself rather
+than teaching: the code lines of the check cells (`cl.verify`, `cl.end_lesson`) and the lines of
+the generated reference blocks in the markdown (statements that call `cl.claim` or
+`cl.save_figures`, in lessons still written that way, count too), over all its non-blank lines. It should stay
+under 10 %.
+
+Prints one row per lesson: words, code lines, minutes, self-verification share, and a mark where
+a limit is passed.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import json
 import re
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import jupytext  # noqa: E402
-
-CORE_LIMIT_MINUTES = 75
-OPTIONAL = re.compile(r"^\d\d[a-z]_")  # 03b_, 05b_, ...: the optional deep dives
-SETUP = "Setup for Colab"
-STOP = re.compile(r"^#+ (Exercises|Save this lesson's figures)", re.MULTILINE)
+STUDENT = ROOT / "notebooks" / "student"
+CORE_LIMIT, OPTIONAL_LIMIT, CHECK_SHARE_LIMIT = 60, 75, 0.10
+OPTIONAL = re.compile(r"^\d\d[a-z]_")  # 01b_, 03b_, ...: the optional deep dives
+CHECK_CALL = re.compile(r"\bcl\.(verify|end_lesson|claim|save_figures)\(")
+REFERENCE = re.compile(r"<!-- reference(?:-table|-order|-claim)?:.*?<!-- /reference -->", re.S)
 
 
-def study(source: Path) -> tuple[int, int]:
-    """(words of markdown, lines of code) a learner reads before the exercises."""
-    words = lines = 0
-    for cell in jupytext.read(source).cells:
-        text = cell.source
-        if cell.cell_type == "markdown":
-            stop = STOP.search(text)
-            if stop:
-                words += len(re.sub(r"<!--.*?-->", "", text[: stop.start()], flags=re.S).split())
-                break
-            words += len(re.sub(r"<!--.*?-->", "", text, flags=re.S).split())
-        elif cell.cell_type == "code" and SETUP not in text:
-            lines += sum(1 for line in text.splitlines() if line.strip() and not line.strip().startswith("#"))
-    return words, lines
+def study(notebook: Path) -> dict:
+    """Words, code lines and self-verification lines of one student notebook."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    words = code = lines = checking = 0
+    for cell in cells:
+        text = "".join(cell["source"])
+        nonblank = [line for line in text.splitlines() if line.strip()]
+        lines += len(nonblank)
+        if cell["cell_type"] == "markdown":
+            words += len(text.split())
+            checking += sum(
+                len([x for x in m.group().splitlines() if x.strip()]) for m in REFERENCE.finditer(text)
+            )
+        elif cell["cell_type"] == "code":
+            code += len(nonblank)
+            checking += _checking_lines(text)
+    return {"words": words, "code": code, "lines": lines, "checking": checking}
+
+
+def _checking_lines(code: str) -> int:
+    """Non-blank lines of the top-level statements of a code cell that check claims or save figures."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return 0
+    lines = code.splitlines()
+    found = 0
+    for stmt in tree.body:
+        text = "\n".join(lines[stmt.lineno - 1 : stmt.end_lineno])
+        if CHECK_CALL.search(text):
+            found += sum(1 for line in text.splitlines() if line.strip())
+    return found
+
+
+def minutes(found: dict, words_per_minute: float = 100, lines_per_minute: float = 6) -> float:
+    return found["words"] / words_per_minute + found["code"] / lines_per_minute
+
+
+def limit_of(notebook: Path) -> int:
+    return OPTIONAL_LIMIT if OPTIONAL.match(notebook.name) else CORE_LIMIT
 
 
 def main() -> None:
@@ -51,16 +81,25 @@ def main() -> None:
     parser.add_argument("--lines-per-minute", type=float, default=6)
     args = parser.parse_args()
     total = 0.0
-    print(f"{'lesson':<36} {'words':>7} {'code lines':>10} {'minutes':>8}")
-    for source in sorted((ROOT / "notebooks" / "src").glob("[0-9][0-9]*_*.py")):
-        words, lines = study(source)
-        minutes = words / args.words_per_minute + lines / args.lines_per_minute
-        total += minutes
-        core = not OPTIONAL.match(source.name)
-        mark = "  over the core limit" if core and minutes > CORE_LIMIT_MINUTES else ""
-        mark = mark or ("" if core else "  (optional)")
-        print(f"{source.stem:<36} {words:>7,} {lines:>10,} {minutes:>8.0f}{mark}")
-    print(f"{'all lessons':<36} {'':>7} {'':>10} {total:>8.0f}  ({total / 60:.1f} h)")
+    print(f"{'lesson':<36} {'words':>7} {'code':>6} {'minutes':>8} {'limit':>6} {'checking':>9}")
+    for notebook in sorted(STUDENT.glob("[0-9][0-9]*_*.ipynb")):
+        found = study(notebook)
+        spent = minutes(found, args.words_per_minute, args.lines_per_minute)
+        total += spent
+        share = found["checking"] / found["lines"] if found["lines"] else 0.0
+        marks = [
+            m
+            for m, bad in (
+                ("over time", spent > limit_of(notebook)),
+                ("checks over 10 %", share >= CHECK_SHARE_LIMIT),
+            )
+            if bad
+        ]
+        print(
+            f"{notebook.stem:<36} {found['words']:>7,} {found['code']:>6,} {spent:>8.0f} {limit_of(notebook):>6} "
+            f"{share:>8.1%}  {', '.join(marks)}"
+        )
+    print(f"{'all lessons':<36} {'':>7} {'':>6} {total:>8.0f}  ({total / 60:.1f} h)")
 
 
 if __name__ == "__main__":

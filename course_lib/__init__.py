@@ -39,7 +39,8 @@ _MODULES = {
     "nodes": "node names, checked before `nodes_to_exclude` (where a typo is silently ignored)",
     "qat": "quantization-aware training's plumbing: BatchNorm folding, fake-quantized twins, export",
     "checks": "the exercises' self-checks: each says whether an answer is right and, if not, why",
-    "claims": "claim cells: a machine-dependent sentence of a lesson, checked where it runs",
+    "claims": "a lesson's sentence about a result, and the rule that checks it on a run's figures",
+    "verdicts": "the check cell (`verify`): a section's sentences checked here, beside the reference CPUs",
     "reference": "the course's reference runs (figures measured on named CPUs) and this run's figures",
     "explorers": "the lessons' interactive explorers (imported by notebooks, never by the modules above)",
     "units": "quantities in words: durations, speed ratios with their interval, sizes in MB",
@@ -50,7 +51,7 @@ _MODULES = {
 # Names re-exported at the top (`cl.load_split`), by the module that defines them.
 _NAMES = {
     "calibration": ("ArrayReader", "CalibrationError", "DatasetReader"),
-    "claims": ("claim",),
+    "verdicts": ("end_lesson", "verify"),
     "inputs": ("InputError",),
     "nodes": ("checked_node_names",),
     "pre_process": ("quiet_quantizer_hints",),

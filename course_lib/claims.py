@@ -1,43 +1,61 @@
-"""Claim cells: a sentence of a lesson that depends on the machine, checked where the lesson runs.
+"""Claims: a lesson's sentence about a measured result, and the rule that checks it on a run.
 
-The markdown states a result in words ("S8S8 runs slower than fp32 on x86 CPUs"), with the
-reference runs' figures beside it. A claim cell right after the measurement checks that sentence
-on this run and says so in one line:
+A lesson's markdown states its results in words before anything runs ("U8S8 runs faster than fp32
+at batch 64"). Each such sentence carries a stable identifier in an HTML comment right after it,
 
-    ✔ Checked here: ...        the sentence holds on this machine (with the evidence)
-    ✘ Not so on this machine: ...   it does not: the text describes other machines; read this run's
-                               figures instead (the course's notebook test fails on this line)
-    ≈ Unsettled here: ...      the measurement cannot tell (an interval straddles the line)
-    · Not for this CPU: ...    the sentence is about another kind of CPU (e.g. AVX2 without VNNI)
-    · Not timed here: ...      a sentence about speed, on a run whose CPU features are masked or
-                               overridden (the timings are the host's, not the class's)
+    U8S8 runs faster than fp32 at batch 64. <!-- claim: u8s8-faster -->
 
-Every claim says what it depends on (`depends`, keys of DEPENDS): the CPU's speed, its
-instructions, the weights trained here, the data, the runtime's version. That is what a learner
-should report when a sentence fails, and what a sentence has to hold across: one about the
-weights must hold for weights trained on any CPU with any seed.
+and the lesson's claims module (`course_lib/checks/claimsNN.py`) defines the same sentence once,
+with the rule that decides it from the run's figures:
 
-`claim(...)` prints the line (and returns nothing, so a cell shows it once) and enters the claim in
-this kernel's ledger, which `reference.save_figures` stores beside the lesson's figures, so that a
-reference run keeps every sentence's verdict (`python -m course_lib reference record`);
-`evaluate(...)` builds the `Claim` without printing or entering it.
+    book = Book("03")
+
+    @book.sentence("3", "u8s8-faster", "U8S8 runs faster than fp32 at batch 64",
+                   shows="{u8s8_b64}", scope=X86, depends="speed")
+    def _(f):
+        return faster(f["u8s8_b64"])
+
+A rule returns True (the sentence holds), False (this run contradicts it) or None (the measurement
+cannot tell: an interval straddles the line). It reads figures, never live objects, so that the
+same rule decides a stored reference run as well as this one. The section's figures come from a
+function the same module registers with `@book.figures("3")`; the lesson's check cell passes it the
+objects it measured (`cl.verify("03.3", scored=scored)`, course_lib/verdicts.py).
+
+Size words are rules too: "a few", "several", "far", "about", "a quarter", "most", "nearly all"
+each have the function of that name below, and a sentence that uses one must decide it with it
+(tests/test_claims.py). A claim can fail: no rule may return a constant, or only True or None.
+
+Verdicts:
+
+    ✔ Checked here          the sentence holds on this machine
+    ✘ Not so on this machine   this run contradicts it (the course's notebook test fails on it)
+    ≈ Unsettled here        the measurement cannot tell (an interval straddles the line)
+    · Not measured here     a figure it needs could not be taken (a refused file, a missing runtime)
+    · Not for this CPU      the sentence is about another kind of CPU (its scope)
+    · Not timed here        a sentence about speed, on a run whose CPU features are masked
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import math
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass
+import string
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 # Set by `python -m course_lib run --cpu-mask ...` (course_lib.tooling.cpumask) and by the explicit
 # override of the CPU's features: the CPU reading then describes another class than the host's,
 # so a timing taken here is the host's, not that class's.
 from .hardware import FLAGS_ENV, MASK_ENV
 
-HOLDS, DIFFERS, UNSETTLED, ELSEWHERE, UNTIMED = (
+HOLDS, DIFFERS, UNSETTLED, UNMEASURED, ELSEWHERE, UNTIMED = (
     "✔ Checked here",
     "✘ Not so on this machine",
     "≈ Unsettled here",
+    "· Not measured here",
     "· Not for this CPU",
     "· Not timed here",
 )
@@ -56,8 +74,18 @@ VERDICTS = {
     HOLDS: "held",
     DIFFERS: "contradicted",
     UNSETTLED: "unsettled",
+    UNMEASURED: "not measured",
     ELSEWHERE: "not for this CPU",
     UNTIMED: "not timed",
+}
+# One mark per verdict, for the reference columns of a check table.
+MARKS = {
+    "held": "✔",
+    "contradicted": "✘",
+    "unsettled": "≈",
+    "not measured": "∅",
+    "not for this CPU": "–",
+    "not timed": "–",
 }
 
 
@@ -70,9 +98,292 @@ def _timings_stand_in() -> str:
     return ""
 
 
+# --------------------------------------------------------------------------------------------
+# Figures: what a rule reads
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Interval:
+    """A measured value with its interval: a speed ratio ('x'), a share ('%', stored as a fraction),
+    or a difference in points ('points'). Stored as {"value", "low", "high", "unit"}."""
+
+    value: float
+    low: float
+    high: float
+    unit: str = "x"
+
+    def __format__(self, spec: str) -> str:
+        if spec:
+            return format(self.value, spec)
+        if self.unit == "%":
+            return f"{100 * self.value:.2f} % ({100 * self.low:.2f}–{100 * self.high:.2f})"
+        if self.unit == "points":
+            return f"{self.value:+.2f} points ({self.low:+.2f} to {self.high:+.2f})"
+        return f"{self.value:.2f}x ({self.low:.2f}–{self.high:.2f})"
+
+    def __str__(self) -> str:
+        return format(self, "")
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "low": self.low, "high": self.high, "unit": self.unit}
+
+
+def speed(comparison: Any) -> dict:
+    """A speed ratio with its interval, as a figure: from `measure.compare_latency`'s comparison."""
+    return Interval(comparison.speedup, comparison.speedup_low, comparison.speedup_high, "x").to_dict()
+
+
+def interval(value: float, low: float, high: float, unit: str) -> dict:
+    """Any measured value with its interval, as a figure ('x', '%' as a fraction, or 'points')."""
+    return Interval(float(value), float(low), float(high), unit).to_dict()
+
+
+def change(difference: Any) -> dict:
+    """A paired difference in points (`Parity.compare`), as a figure."""
+    return Interval(difference.points, difference.low, difference.high, "points").to_dict()
+
+
+def not_measured(reason: str) -> dict:
+    """A figure that could not be taken here, with the reason: every sentence that reads it is
+    'not measured here' on this run, never unsettled."""
+    if not reason.strip():
+        raise ValueError("not_measured() needs the reason, e.g. 'OpenVINO is not installed'.")
+    return {"not_measured": reason.strip()}
+
+
+class MissingFigure(KeyError):
+    """A rule read a figure the run did not save (a stored run recorded before the sentence changed)."""
+
+
+class NotMeasured(Exception):
+    """A rule read a figure that could not be measured on this run; the message is the reason."""
+
+
+class Figures(Mapping):
+    """A run's figures as a rule reads them: intervals as `Interval`, a not-measured figure raises
+    NotMeasured, a missing one MissingFigure. Records what was read (`read`)."""
+
+    def __init__(self, values: Mapping[str, Any]):
+        self._values = dict(values)
+        self.read: list[str] = []
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._values:
+            raise MissingFigure(key)
+        self.read.append(key)
+        return _as_figure(self._values[key])
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+def _as_figure(value: Any) -> Any:
+    if isinstance(value, dict):
+        if "not_measured" in value:
+            raise NotMeasured(value["not_measured"])
+        if {"value", "low", "high"} <= set(value):
+            return Interval(value["value"], value["low"], value["high"], value.get("unit", "x"))
+    return value
+
+
+class _Shown(string.Formatter):
+    def get_value(self, key, args, kwargs):
+        return kwargs[key]
+
+
+def show(template: str, figures: Figures) -> str:
+    """The template filled from the figures, each interval in its unit ('1.38x (1.34–1.41)')."""
+    return _Shown().vformat(template, (), figures)
+
+
+# --------------------------------------------------------------------------------------------
+# Rules: comparisons judged by their intervals, and the size words
+# --------------------------------------------------------------------------------------------
+def _ends(x: Any) -> tuple[float, float]:
+    if isinstance(x, Interval):
+        return x.low, x.high
+    return float(x), float(x)
+
+
+def at_least(x: Interval | float, bound: float) -> bool | None:
+    """x reaches `bound`: True when its whole interval lies at or above it, False when wholly below,
+    None when the interval reaches both sides."""
+    low, high = _ends(x)
+    if low >= bound:
+        return True
+    if high < bound:
+        return False
+    return None
+
+
+def below(x: Interval | float, bound: float) -> bool | None:
+    """x stays under `bound`, judged by its interval (None when it straddles it)."""
+    reached = at_least(x, bound)
+    return None if reached is None else not reached
+
+
+def faster(ratio: Interval | float, than: float = 1.0) -> bool | None:
+    """A speed ratio above `than` (1.0: faster than the baseline), judged by its interval."""
+    low, high = _ends(ratio)
+    if low > than:
+        return True
+    if high <= than:
+        return False
+    return None
+
+
+def slower(ratio: Interval | float, than: float = 1.0) -> bool | None:
+    """A speed ratio under `than` (1.0: slower than the baseline), judged by its interval."""
+    low, high = _ends(ratio)
+    if high < than:
+        return True
+    if low >= than:
+        return False
+    return None
+
+
+def apart(a: Interval, b: Interval) -> bool | None:
+    """a clearly above b: True when a's interval lies wholly above b's, False when wholly below,
+    None when they overlap (touching ends included)."""
+    if a.low > b.high:
+        return True
+    if b.low > a.high:
+        return False
+    return None
+
+
+def noise(difference: Interval) -> bool:
+    """A paired difference whose interval includes 0: the run cannot tell the two apart."""
+    return difference.low <= 0 <= difference.high
+
+
+def between(x: float, low: float, high: float) -> bool:
+    """low <= x <= high."""
+    return low <= float(x) <= high
+
+
+# The size words, each with its one meaning. A sentence that uses the word decides it with the
+# function of that name (tests/test_claims.py checks it).
+SIZE_WORDS: dict[str, str] = {
+    "a few": "a_few",
+    "a step or two": "a_step_or_two",
+    "several times": "several_times",
+    "several": "several",
+    "far": "far",
+    "about": "about",
+    "a quarter": "a_quarter",
+    "about a quarter": "a_quarter",
+    "most": "most",
+    "nearly all": "nearly_all",
+    "nearly every": "nearly_all",
+}
+
+
+def a_few(count: int) -> bool:
+    """'a few': two to five."""
+    return 2 <= count <= 5
+
+
+def a_step_or_two(count: int) -> bool:
+    """'a step or two': one or two."""
+    return 1 <= count <= 2
+
+
+def several(count: int) -> bool:
+    """'several': three to nine (ten and more is 'many')."""
+    return 3 <= count <= 9
+
+
+def several_times(ratio: Interval | float) -> bool | None:
+    """'several times' (faster, slower, larger): a factor of at least 3, judged by its interval.
+    For 'several times slower', pass the inverse ratio (fp32's speed over the candidate's)."""
+    return at_least(ratio, 3.0)
+
+
+def far(ratio: Interval | float) -> bool | None:
+    """'far' (far less, far more, far above): a factor of at least 2 between the two, judged by
+    its interval. Pass the larger over the smaller."""
+    return at_least(ratio, 2.0)
+
+
+def about(x: float, target: float, tolerance: float = 0.2) -> bool:
+    """'about': within `tolerance` (20 %) of `target`, relatively."""
+    return math.isclose(float(x), target, rel_tol=tolerance)
+
+
+def a_quarter(share: float) -> bool:
+    """'a quarter', 'about a quarter' (of a size, a time): 20 % to 30 %."""
+    return 0.2 <= float(share) <= 0.3
+
+
+def most(share: float) -> bool:
+    """'most': more than half."""
+    return float(share) > 0.5
+
+
+def nearly_all(share: float) -> bool:
+    """'nearly all', 'nearly every': at least 90 %."""
+    return float(share) >= 0.9
+
+
+def all_of(*verdicts: bool | None | Iterable[bool | None]) -> bool | None:
+    """Several verdicts as one sentence's: False if one is False, None if one cannot tell, else True.
+
+    Takes verdicts one by one (`all_of(a, b)`) or in one iterable (`all_of(v for v in ...)`)."""
+    flat = [v for item in verdicts for v in (item if isinstance(item, Iterable) else (item,))]
+    if any(v is not None and not v for v in flat):
+        return False
+    return None if any(v is None for v in flat) else True
+
+
+# --------------------------------------------------------------------------------------------
+# Scopes: which CPUs a sentence is about
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Scope:
+    """Which CPUs a sentence is about, in words and as a test of a run's CPU facts (`cpu_facts`)."""
+
+    words: str
+    test: Callable[[Mapping[str, bool]], bool] = field(compare=False)
+
+    def applies(self, cpu: Mapping[str, bool]) -> bool:
+        return bool(self.test(cpu))
+
+
+X86 = Scope("x86", lambda cpu: cpu["x86"])
+ARM = Scope("ARM", lambda cpu: cpu["arm"])
+SATURATING = Scope("x86 without VNNI", lambda cpu: cpu["saturates"])
+NOT_SATURATING = Scope("CPUs whose U8S8 kernels cannot saturate", lambda cpu: not cpu["saturates"])
+VNNI = Scope("x86 with VNNI", lambda cpu: cpu["x86"] and cpu["vnni"])
+AMX = Scope("x86 with AMX", lambda cpu: cpu["amx"])
+NO_AMX = Scope("CPUs without AMX", lambda cpu: not cpu["amx"])
+
+
+def cpu_facts() -> dict[str, bool]:
+    """This machine's CPU facts that scopes test: x86, ARM, VNNI, AMX, and whether ONNX Runtime's
+    U8S8 kernels can saturate here."""
+    from .hardware import cpu_report, u8s8_can_saturate
+
+    cpu = cpu_report()
+    features = {name for name, present in cpu["features"].items() if present}
+    machine = cpu["machine"].lower()
+    return {
+        "x86": machine in ("x86_64", "amd64"),
+        "arm": machine in ("arm64", "aarch64"),
+        "vnni": bool({"AVX-512 VNNI", "AVX-VNNI"} & features),
+        "amx": "AMX (INT8)" in features,
+        "saturates": bool(u8s8_can_saturate()),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Sentences and their verdicts
+# --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Claim:
-    """A lesson's sentence, and what this run says about it."""
+    """A lesson's sentence, and what one run says about it."""
 
     statement: str
     holds: bool | None  # None: the measurement cannot tell
@@ -81,18 +392,23 @@ class Claim:
     scope: str = ""  # which CPUs the sentence is about, e.g. "x86 without VNNI"
     depends: tuple[str, ...] = ()  # keys of DEPENDS
     untimed: str = ""  # why a sentence about speed was not checked on this run (see _timings_stand_in)
+    unmeasured: str = ""  # why a figure it needs could not be measured here
+    id: str = ""  # "03.u8s8-faster"
+    fingerprint: str = ""  # of the sentence and its rule, as checked
 
     @property
     def status(self) -> str:
         if not self.applies:
             return ELSEWHERE
+        if self.unmeasured:
+            return UNMEASURED
         if self.untimed:
             return UNTIMED
         return {True: HOLDS, False: DIFFERS, None: UNSETTLED}[self.holds]
 
     @property
     def verdict(self) -> str:
-        """The ledger's word for the status: held, contradicted, unsettled, not for this CPU, not timed."""
+        """The ledger's word: held, contradicted, unsettled, not measured, not for this CPU, not timed."""
         return VERDICTS[self.status]
 
     @property
@@ -108,6 +424,8 @@ class Claim:
         evidence = f" ({self.evidence})" if self.evidence else ""
         if not self.applies:
             return f"{ELSEWHERE} ({self.scope or 'another kind of CPU'}): {self.statement}{evidence}"
+        if self.unmeasured:
+            return f"{UNMEASURED} ({self.unmeasured}): {self.statement}"
         if self.untimed:
             return f"{UNTIMED} ({self.untimed}): {self.statement}{evidence}"
         line = f"{self.status}: {self.statement}{evidence}"
@@ -119,13 +437,18 @@ class Claim:
 
     def to_record(self) -> dict:
         """The ledger entry a reference run stores (plain JSON)."""
-        return {
+        record = {
             "statement": self.statement,
             "verdict": self.verdict,
             "depends": list(self.depends),
             "scope": self.scope,
             "evidence": self.evidence,
         }
+        if self.id:
+            record |= {"id": self.id, "fingerprint": self.fingerprint}
+        if self.unmeasured:
+            record["reason"] = self.unmeasured
+        return record
 
 
 def _report(claim: Claim) -> str:
@@ -155,6 +478,172 @@ def _depends(depends: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence of a lesson's markdown and the rule that decides it from a run's figures."""
+
+    lesson: str
+    section: str
+    name: str  # stable: the markdown's `<!-- claim: name -->`
+    text: str
+    rule: Callable[[Figures], bool | None] = field(compare=False, repr=False)
+    shows: str = ""  # the figures that back it, as a format template: "{u8s8_b64}"
+    depends: tuple[str, ...] = ()
+    scope: Scope | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.lesson}.{self.name}"
+
+    @property
+    def fingerprint(self) -> str:
+        """Of the sentence's definition (its words, scope, figures and rule) as written: a stored
+        verdict counts for this sentence only while the fingerprint it was recorded with is this one."""
+        try:
+            source = inspect.getsource(self.rule)
+        except (OSError, TypeError):
+            source = repr(self.rule.__code__.co_code)
+        return hashlib.sha256(" ".join(source.split()).encode()).hexdigest()[:12]
+
+    def check(self, figures: Mapping[str, Any], cpu: Mapping[str, bool], untimed: str = "") -> Claim:
+        """This sentence's verdict on a run with these figures and CPU facts.
+
+        MissingFigure propagates: a rule that reads a figure the run never saved is not checked."""
+        found = Figures(figures)
+        base = dict(
+            statement=self.text,
+            depends=self.depends,
+            scope=self.scope.words if self.scope else "",
+            id=self.id,
+            fingerprint=self.fingerprint,
+        )
+        try:
+            evidence = show(self.shows, found) if self.shows else ""
+        except NotMeasured as reason:
+            return Claim(holds=None, unmeasured=str(reason), **base)
+        applies = self.scope.applies(cpu) if self.scope else True
+        if not applies:
+            return Claim(holds=None, evidence=evidence, applies=False, **base)
+        try:
+            holds = self.rule(found)
+        except NotMeasured as reason:
+            return Claim(holds=None, evidence=evidence, unmeasured=str(reason), **base)
+        if holds is not None and not isinstance(holds, bool):
+            holds = bool(holds)  # numpy bools
+        untimed = untimed if "speed" in self.depends else ""
+        return Claim(holds=holds, evidence=evidence, untimed=untimed, **base)
+
+
+FiguresOf = Callable[..., dict[str, Any]]
+
+
+class Book:
+    """A lesson's claims: its sentences by section, and the functions that turn what a section
+    measured into figures. One per lesson, in course_lib/checks/claimsNN.py."""
+
+    def __init__(self, lesson: str):
+        self.lesson = lesson
+        self.sentences: dict[str, Sentence] = {}
+        self.figure_functions: dict[str, FiguresOf] = {}
+        self.at_end: Callable[..., None] | None = None
+
+    def sentence(
+        self,
+        section: str,
+        name: str,
+        text: str,
+        *,
+        depends: str | Iterable[str],
+        shows: str = "",
+        scope: Scope | None = None,
+    ) -> Callable[[Callable[[Figures], bool | None]], Callable[[Figures], bool | None]]:
+        """Register the decorated rule as the check of one sentence of section `section`."""
+        if not name.replace("-", "").isalnum() or name != name.lower():
+            raise ValueError(
+                f"A sentence's name is lower-case words joined by hyphens ('u8s8-faster'); got {name!r}."
+            )
+        if not text.strip():
+            raise ValueError(f"Sentence {name!r} needs its text: what the lesson's markdown says.")
+        found = _depends(depends)
+
+        def register(rule: Callable[[Figures], bool | None]) -> Callable[[Figures], bool | None]:
+            if name in self.sentences:
+                raise ValueError(f"Lesson {self.lesson} defines the sentence {name!r} twice.")
+            self.sentences[name] = Sentence(
+                self.lesson, str(section), name, text.strip(), rule, shows, found, scope
+            )
+            return rule
+
+        return register
+
+    def figures(self, section: str) -> Callable[[FiguresOf], FiguresOf]:
+        """Register the decorated function as the one that turns section `section`'s measurements
+        (the objects its check cell passes) into figures."""
+
+        def register(function: FiguresOf) -> FiguresOf:
+            self.figure_functions[str(section)] = function
+            return function
+
+        return register
+
+    def end(self, function: Callable[..., None]) -> Callable[..., None]:
+        """Register the lesson's bookkeeping at its end (results for the report, say)."""
+        self.at_end = function
+        return function
+
+    def of_section(self, section: str) -> list[Sentence]:
+        return [s for s in self.sentences.values() if s.section == str(section)]
+
+    @property
+    def sections(self) -> list[str]:
+        return list(dict.fromkeys([*self.figure_functions, *(s.section for s in self.sentences.values())]))
+
+
+def book_of(lesson: str) -> Book:
+    """Lesson `lesson`'s claims (course_lib/checks/claimsNN.py)."""
+    import importlib
+
+    try:
+        module = importlib.import_module(f"course_lib.checks.claims{lesson}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"course_lib.checks.claims{lesson}":
+            raise
+        raise ValueError(
+            f"Lesson {lesson!r} has no claims module (course_lib/checks/claims{lesson}.py); lessons are "
+            "named '00', '01b', ... as their files are."
+        ) from None
+    return module.book
+
+
+def lessons_with_claims() -> list[str]:
+    """Every lesson that has a claims module, in course order."""
+    from pathlib import Path
+
+    here = Path(__file__).parent / "checks"
+    return sorted(p.stem.removeprefix("claims") for p in here.glob("claims[0-9][0-9]*.py"))
+
+
+# --------------------------------------------------------------------------------------------
+# The kernel's ledger (every verdict this kernel printed, latest per sentence)
+# --------------------------------------------------------------------------------------------
+_LEDGER: dict[str, Claim] = {}
+
+
+def enter(found: Claim) -> None:
+    """Enter a verdict in this kernel's ledger (a cell run again replaces its earlier verdict)."""
+    _LEDGER[found.id or found.statement] = found
+
+
+def ledger() -> list[Claim]:
+    """The claims this kernel has checked, in order (one per sentence: the latest verdict)."""
+    return list(_LEDGER.values())
+
+
+def clear_ledger() -> None:
+    """Forget the claims checked so far."""
+    _LEDGER.clear()
+
+
 def evaluate(
     statement: str,
     holds: bool | None,
@@ -164,7 +653,7 @@ def evaluate(
     applies: bool = True,
     scope: str = "",
 ) -> Claim:
-    """Build a claim without printing it or entering it in the ledger."""
+    """Build a one-off claim (outside a lesson's book) without printing it or entering it."""
     if not statement.strip():
         raise ValueError("A claim needs its sentence: the statement the lesson's markdown makes.")
     if holds is not None and not isinstance(holds, bool):
@@ -172,45 +661,3 @@ def evaluate(
     found = _depends(depends)
     untimed = _timings_stand_in() if "speed" in found else ""
     return Claim(statement.strip(), holds, evidence, applies, scope, found, untimed)
-
-
-_LEDGER: dict[str, Claim] = {}
-
-
-def claim(
-    statement: str,
-    holds: bool | None,
-    evidence: str = "",
-    *,
-    depends: str | Iterable[str],
-    applies: bool = True,
-    scope: str = "",
-) -> None:
-    """Check one sentence of the lesson on this run, print the verdict line and enter it in the ledger.
-
-    `holds`: True, False, or None when the measurement cannot tell. `depends`: what the sentence
-    rests on (keys of DEPENDS: "speed", "cpu", "weights", "data", "runtime"). `applies=False` (with
-    `scope` naming the CPUs the sentence is about) when the sentence does not concern this machine."""
-    found = evaluate(statement, holds, evidence, depends=depends, applies=applies, scope=scope)
-    _LEDGER[found.statement] = found  # a cell run again replaces its earlier verdict
-    print(found)
-
-
-def ledger() -> list[Claim]:
-    """The claims this kernel has checked, in order (one per sentence: the latest verdict)."""
-    return list(_LEDGER.values())
-
-
-def clear_ledger() -> None:
-    """Forget the claims checked so far (a lesson's first cell need not: one kernel, one lesson)."""
-    _LEDGER.clear()
-
-
-def all_of(*verdicts: bool | None | Iterable[bool | None]) -> bool | None:
-    """Several verdicts as one sentence's: False if one is False, None if one cannot tell, else True.
-
-    Takes verdicts one by one (`all_of(a, b)`) or in one iterable (`all_of(v for v in ...)`)."""
-    flat = [v for item in verdicts for v in (item if isinstance(item, Iterable) else (item,))]
-    if any(v is not None and not v for v in flat):
-        return False
-    return None if any(v is None for v in flat) else True

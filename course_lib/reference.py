@@ -208,6 +208,9 @@ class ReferenceRun:
     claims_commit: str = ""  # the commit of the run that gave the claims (default: `commit`)
     claims_source: str = ""  # how: this run, or a masked run on another host
     timed: dict[str, list[str]] = field(default_factory=dict)  # lesson -> the figures that are timings
+    # lesson -> sentence name -> its verdict on this run, with the fingerprint of the sentence it checked
+    sentences: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    sentences_commit: str = ""  # the commit of the run that gave the sentences' verdicts
 
     def figure(self, lesson: str, key: str) -> tuple[Any, str] | None:
         """(value, commit) of one figure, or None if this run lacks it."""
@@ -237,6 +240,8 @@ class ReferenceRun:
             "claims_commit": self.claims_commit,
             "claims_source": self.claims_source,
             "claims": self.claims,
+            "sentences": self.sentences,
+            "sentences_commit": self.sentences_commit,
         }
 
 

@@ -138,6 +138,17 @@ def score(
     return Scored(name, path, parity, logits, ratio, latency, seconds, dict(options))
 
 
+def time_in_turn(variants: list[Scored], test: TestSet, batch: int = 64, runs: int = 15) -> None:
+    """Time fp32 and every variant in the same rounds at `batch` (`measure.compare_in_turn`), and give
+    each variant its comparison with fp32: a table of variants then compares ratios taken at the
+    same moments, not minutes apart."""
+    feed = {test.input_name: test.x[:batch]}
+    models = {"fp32": test.fp32, **{v.name: v.path for v in variants}}
+    found = measure.compare_in_turn(models, feed, threads=test.threads, warmup=3, runs=runs)
+    for v in variants:
+        v.latency = found[v.name]
+
+
 def saturated_share(path: str | Path, values: dict[str, np.ndarray]) -> tuple[dict[str, float], float]:
     """How many real activation values saturate in the INT8 file at `path`: ({tensor: share}, share of
     all values together). `values`: {tensor: array} as `calibration.activation_values` returns them;

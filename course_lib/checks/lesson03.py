@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .result import CheckResult, needs_answer
+from .result import CheckResult, invalid, needs_answer, wrong
 
 
 @needs_answer("prediction", message="Write your guess in answer_4_guess first, before you count.")
@@ -28,7 +28,7 @@ def check_integer_kernels(prediction: int, answer: int, qdq_path) -> CheckResult
             hint = " That is every compute op; count only those on integer kernels (integer_count)."
         else:
             hint = " Use kernels.kernels(path).integer_count."
-        return CheckResult(False, f"Got {answer}, expected {expected}.{hint}")
+        return wrong(f"Got {answer}; that is not this CPU's count.{hint}", expected)
     if int(prediction) == expected:
         verdict = "and you predicted it."
     elif expected < in_file:
@@ -48,9 +48,7 @@ def check_integer_kernels(prediction: int, answer: int, qdq_path) -> CheckResult
 def check_reader(reader, expected_reader) -> CheckResult:
     """Exercise: a hand-written CalibrationDataReader must feed exactly what `expected_reader` feeds."""
     if not callable(getattr(reader, "get_next", None)):
-        return CheckResult(
-            False, "A CalibrationDataReader needs a get_next() method returning a dict or None."
-        )
+        return invalid("A CalibrationDataReader needs a get_next() method returning a dict or None.")
     got, want = [], []
     for source, sink in ((reader, got), (expected_reader, want)):
         for _ in range(100_000):
@@ -59,49 +57,60 @@ def check_reader(reader, expected_reader) -> CheckResult:
                 break
             sink.append(feed)
         else:
-            return CheckResult(False, "get_next() never returned None: return None when the data runs out.")
+            return invalid("get_next() never returned None: return None when the data runs out.")
     if hasattr(expected_reader, "rewind"):
         expected_reader.rewind()
     if not got:
-        return CheckResult(False, "get_next() returned None at once: the reader fed no data.")
+        return invalid("get_next() returned None at once: the reader fed no data.")
     if not isinstance(got[0], dict):
-        return CheckResult(
-            False, f"get_next() returned a {type(got[0]).__name__}; return {{input_name: batch}}."
-        )
+        return invalid(f"get_next() returned a {type(got[0]).__name__}; return {{input_name: batch}}.")
     if list(got[0]) != list(want[0]):
-        return CheckResult(False, f"Fed inputs {list(got[0])}; the model's input is {list(want[0])}.")
+        return invalid(f"Fed inputs {list(got[0])}; the model's input is {list(want[0])}.")
     name = next(iter(want[0]))
     a = np.concatenate([np.asarray(f[name]) for f in got])
     b = np.concatenate([np.asarray(f[name]) for f in want])
     if a.dtype != b.dtype:
-        return CheckResult(False, f"Fed dtype {a.dtype}; the model expects {b.dtype}.")
+        return invalid(f"Fed dtype {a.dtype}; the model expects {b.dtype}.")
     if a.shape != b.shape:
-        return CheckResult(False, f"Fed {a.shape[0]} samples of shape {a.shape[1:]}; expected {b.shape}.")
+        return invalid(f"Fed {a.shape[0]} samples of shape {a.shape[1:]}; expected {b.shape}.")
     if not np.array_equal(a, b):
-        return CheckResult(
-            False, "Right shape and dtype, different values: feed the production preprocessing."
-        )
+        return invalid("Right shape and dtype, different values: feed the production preprocessing.")
     return CheckResult(
         True, f"Your reader fed {len(got)} batches, {a.shape[0]} samples, exactly as expected."
     )
 
 
-@needs_answer("answer", hint="replace None with your computation.")
-def check_saturated_share(answer: float, values, qdq_path, tensor: str) -> CheckResult:
-    """Exercise: the share of a tensor's real values outside the range a QDQ model stores for it."""
+@needs_answer("prediction", message='Write your guess in answer_3_guess first: "larger" or "smaller".')
+@needs_answer("answer", hint="compute the share with calibration.clipped_fraction.")
+def check_saturated_share(prediction: str, answer: float, real: dict, qdq_path, tensor: str) -> CheckResult:
+    """Exercise (predict, then compute): the share of a tensor's real values outside the range a QDQ
+    model stores for it, against the input's share."""
     from ..calibration import clipped_fraction, quantized_ranges
 
-    low, high = quantized_ranges(qdq_path)[tensor]
-    expected = clipped_fraction(values, low, high)
-    if np.isclose(float(answer), expected, atol=1e-9):
-        above = float((np.asarray(values) > high).mean())
-        return CheckResult(
-            True,
-            f"{expected:.2%} of the values saturate ({above:.2%} above {high:.3f}, the top of the stored range).",
-        )
+    guess = str(prediction).strip().lower()
+    if guess not in ("larger", "smaller"):
+        return invalid(f'Got {prediction!r}; predict with one word: "larger" or "smaller".')
+    ranges = quantized_ranges(qdq_path)
+    low, high = ranges[tensor]
+    expected = clipped_fraction(real[tensor], low, high)
+    at_input = clipped_fraction(real["input"], *ranges["input"])
     if np.isclose(float(answer), 1 - expected, atol=1e-9):
-        return CheckResult(False, f"{answer:.2%} is the share *inside* the range; take the rest.")
-    return CheckResult(False, f"Got {answer}, expected {expected:.4%}: clipped_fraction(values, low, high).")
+        return wrong("That is the share *inside* the range; take the rest.", expected)
+    if not np.isclose(float(answer), expected, atol=1e-9):
+        return wrong(
+            "Not this tensor's share: read its range with calibration.quantized_ranges(path)[name] and "
+            "pass the tensor's values and both ends to calibration.clipped_fraction.",
+            expected,
+        )
+    actual = "larger" if expected > at_input else "smaller"
+    above = float((np.asarray(real[tensor]) > high).mean())
+    said = "as you predicted" if guess == actual else f"not {guess} as you predicted"
+    return CheckResult(
+        True,
+        f"{expected:.2%} of the values saturate ({above:.2%} above {high:.3f}, the top of the stored range), "
+        f"{actual} than the input's {at_input:.2%}, {said}. Each layer's range was calibrated on inputs "
+        "scaled differently, so every tensor is off by its own amount: the error does not simply carry through.",
+    )
 
 
 def check_unprocessed_quantization(prediction: str, answer, processed_path) -> CheckResult:
@@ -112,22 +121,19 @@ def check_unprocessed_quantization(prediction: str, answer, processed_path) -> C
     from ..measure import model_facts
 
     if prediction is None:
-        return CheckResult(False, 'Write your prediction in answer_1_guess first: "more", "same" or "fewer".')
+        return invalid('Write your prediction in answer_1_guess first: "more", "same" or "fewer".')
     guess = str(prediction).strip().lower()
     if guess not in ("more", "same", "fewer"):
-        return CheckResult(False, f'Got {prediction!r}; predict with one word: "more", "same" or "fewer".')
+        return invalid(f'Got {prediction!r}; predict with one word: "more", "same" or "fewer".')
     if answer is None:
-        return CheckResult(False, "No answer yet: quantize the legacy export and put its path in answer_1.")
+        return invalid("No answer yet: quantize the legacy export and put its path in answer_1.")
     if not Path(answer).exists():
-        return CheckResult(
-            False, f"{answer} does not exist: run quantize_static(legacy, answer_1, ...) first."
-        )
+        return invalid(f"{answer} does not exist: run quantize_static(legacy, answer_1, ...) first.")
     mine, theirs = model_facts(answer).op_counts, model_facts(processed_path).op_counts
     if mine.get("QuantizeLinear", 0) == 0:
-        return CheckResult(False, "Your file holds no QuantizeLinear node: quantize it with quantize_static.")
+        return invalid("Your file holds no QuantizeLinear node: quantize it with quantize_static.")
     if mine.get("BatchNormalization", 0) == 0:
-        return CheckResult(
-            False,
+        return invalid(
             "Your file holds no BatchNormalization: it was pre-processed (or is another model). Quantize "
             "`legacy` itself, as it is.",
         )

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +25,53 @@ class CheckResult:
 
     def _repr_markdown_(self) -> str:
         return ("✅ " if self.passed else "❌ ") + self.message
+
+
+def _forms(value: Any) -> list[str]:
+    """The ways a message could spell `value`: a number at 0-4 decimals, as a share in per cent too,
+    or a string as it is."""
+    if isinstance(value, bool) or value is None:
+        return []
+    if isinstance(value, numbers.Real):
+        x = float(value)
+        forms = {f"{x:.{d}f}" for d in range(5)} | {f"{100 * x:.{d}f}" for d in range(3) if abs(x) < 1}
+        forms |= {f"{x:,.{d}f}" for d in range(3)}
+        return sorted(f for f in forms if f.strip("0.-,") != "")
+    if isinstance(value, str) and value.strip():
+        return [value.strip()]
+    return []
+
+
+def gives_away(message: str, *expected: Any) -> list[str]:
+    """The spellings of the expected values that `message` contains (a number only as a whole
+    token, not inside another number)."""
+    found = []
+    for value in expected:
+        for form in _forms(value):
+            if isinstance(value, str):
+                if re.search(rf"(?<!\w){re.escape(form)}(?!\w)", message, re.IGNORECASE):
+                    found.append(form)
+            elif re.search(rf"(?<![\d.,]){re.escape(form)}(?![\d]|[.,]\d)", message):
+                found.append(form)
+    return found
+
+
+def wrong(message: str, *expected: Any) -> CheckResult:
+    """Feedback on a wrong answer. It may say where to look and how, never the answer itself:
+    `expected` are the values the answer should have been, and a message that spells one of them
+    is a bug in the check (ValueError), so that a learner never reads the answer off a retry."""
+    leaked = gives_away(message, *expected)
+    if leaked:
+        raise ValueError(
+            f"A check's feedback on a wrong answer gives the answer away ({leaked}): {message!r}"
+        )
+    return CheckResult(False, message)
+
+
+def invalid(message: str) -> CheckResult:
+    """Feedback on an answer of the wrong form (a word outside the choices, a missing file): it may
+    list the choices."""
+    return CheckResult(False, message)
 
 
 def needs_answer(

@@ -326,19 +326,47 @@ def compare_latency(
     model moved by up to 2x between processes): read the interval, and compare again. PyTorch's
     threads, on the other side of a `TorchRunner` comparison, would wait on the spinning too.
     """
-    _check_counts(warmup, runs)
-    if not isinstance(block, int) or block < 1:
-        raise ValueError(f"block must be a whole number >= 1 (timed runs per turn); got {block!r}.")
     if len(models_to_compare) != 2:
         raise ValueError(
             f"compare_latency compares exactly two models; got {len(models_to_compare)} "
-            f"({', '.join(models_to_compare)}). Pass e.g. {{'fp32': fp32_path, 'int8': int8_path}}."
+            f"({', '.join(models_to_compare)}). Pass e.g. {{'fp32': fp32_path, 'int8': int8_path}}; "
+            "for more, compare_in_turn."
         )
+    latency, samples = _time_in_turn(
+        models_to_compare, inputs, batch_size, threads, warmup, runs, spinning, block
+    )
     names = list(models_to_compare)
-    opened = {name: _open(m, threads, spinning) for name, m in models_to_compare.items()}
+    base, cand = names
+    low, high = bootstrap_ratio_interval(samples[base], samples[cand], confidence=confidence)
+    return LatencyComparison(
+        baseline=base,
+        candidate=cand,
+        latency=latency,
+        speedup=latency[base].median_ms / latency[cand].median_ms,
+        speedup_low=low,
+        speedup_high=high,
+        confidence=confidence,
+    )
+
+
+def _time_in_turn(
+    models: Mapping[str, Any],
+    inputs: Any,
+    batch_size: int | None,
+    threads: int | None,
+    warmup: int,
+    runs: int,
+    spinning: bool,
+    block: int,
+) -> tuple[dict[str, Latency], dict[str, list[float]]]:
+    """Time every model in turn, `block` runs each (see `compare_latency`): their latencies and samples."""
+    _check_counts(warmup, runs)
+    if not isinstance(block, int) or block < 1:
+        raise ValueError(f"block must be a whole number >= 1 (timed runs per turn); got {block!r}.")
+    names = list(models)
+    opened = {name: _open(m, threads, spinning) for name, m in models.items()}
     feed = feed_for(inputs, 1 if batch_size is None else batch_size)
     batch = {name: check_feed(session, feed) for name, (session, _, _) in opened.items()}[names[0]]
-
     samples: dict[str, list[float]] = {name: [] for name in names}
     with _gc_paused():
         for _ in range(warmup):  # the first runs allocate buffers and pick kernels: not timed
@@ -352,21 +380,48 @@ def compare_latency(
                     start = time.perf_counter()
                     session.run(None, feed)
                     samples[name].append(time.perf_counter() - start)
-
     latency = {
         name: latency_from_samples(
             samples[name], model=name, batch_size=batch, threads=opened[name][1], warmup=warmup
         )
         for name in names
     }
-    base, cand = names
-    low, high = bootstrap_ratio_interval(samples[base], samples[cand], confidence=confidence)
-    return LatencyComparison(
-        baseline=base,
-        candidate=cand,
-        latency=latency,
-        speedup=latency[base].median_ms / latency[cand].median_ms,
-        speedup_low=low,
-        speedup_high=high,
-        confidence=confidence,
+    return latency, samples
+
+
+def compare_in_turn(
+    models_to_compare: Mapping[str, str | Path | ort.InferenceSession],
+    inputs: Feed | MakeInputs,
+    *,
+    batch_size: int | None = None,
+    threads: int | None = None,
+    warmup: int = 10,
+    runs: int = 50,
+    confidence: float = 0.9,
+    spinning: bool = False,
+    block: int = 5,
+) -> dict[str, LatencyComparison]:
+    """Time several models in turn on the same feed, each against the first (the baseline): one
+    `LatencyComparison` per candidate, all taken in the same rounds, so that a table of variants
+    compares ratios measured at the same moments (as `compare_latency` does for two)."""
+    if len(models_to_compare) < 2:
+        raise ValueError(
+            f"compare_in_turn needs a baseline and at least one candidate; got {len(models_to_compare)}."
+        )
+    latency, samples = _time_in_turn(
+        models_to_compare, inputs, batch_size, threads, warmup, runs, spinning, block
     )
+    base, *candidates = list(models_to_compare)
+    out = {}
+    for cand in candidates:
+        low, high = bootstrap_ratio_interval(samples[base], samples[cand], confidence=confidence)
+        out[cand] = LatencyComparison(
+            baseline=base,
+            candidate=cand,
+            latency={base: latency[base], cand: latency[cand]},
+            speedup=latency[base].median_ms / latency[cand].median_ms,
+            speedup_low=low,
+            speedup_high=high,
+            confidence=confidence,
+        )
+    return out

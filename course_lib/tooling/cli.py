@@ -11,6 +11,7 @@ bench    every INT8 variant against fp32 (and ONNX Runtime against PyTorch), one
 report   what the seeds claim beside what this machine measured: build/report.md and .html
 student  the student edition: every lesson without its exercise solutions, in a folder of your choice
 notebooks  everything generated from notebooks/src: reference blocks, badges, .ipynb, student edition
+sentences  the lessons' sentences that state a result and are bound to no claim
 reference  record this machine's figures as its CPU class's reference run, then regenerate the lessons
 bundle   one .zip for a room without internet: the course, Fashion-MNIST, the prepared models
 site     the executed lessons and the report as a static HTML site in build/site/ (jupyter-book)
@@ -272,8 +273,8 @@ def run(
     for r in results:
         memory = format_bytes(r.peak_memory_bytes, 0) if r.peak_memory_bytes else "?"
         claims = (
-            "{holds} held, {differs} contradicted, {unsettled} unsettled, {elsewhere} not for this CPU"
-            + (", {untimed} not timed" if r.claims["untimed"] else "")
+            "{holds} held, {differs} contradicted, {unsettled} unsettled, {unmeasured} not measured, "
+            "{elsewhere} not for this CPU" + (", {untimed} not timed" if r.claims["untimed"] else "")
         ).format(**{k: len(v) for k, v in r.claims.items()})
         print(
             f"  {r.notebook.name:<40} {'ok' if r.ok else 'FAILED':<7} {_fmt_seconds(r.seconds):>9} "
@@ -417,11 +418,13 @@ def student(notebooks: Path = ROOT / "notebooks", out: Path = BUILD / "student")
     return 0
 
 
-def notebooks(check: bool = False) -> int:
-    """Regenerate (or, with `check`, only list) everything made from the lessons' sources."""
+def notebooks(check: bool = False, lessons: str | None = None) -> int:
+    """Regenerate (or, with `check`, only list) everything made from the lessons' sources (of every
+    lesson, or those `lessons` names, e.g. "03,03b")."""
     from .notebooks import regenerate
 
-    changed = regenerate(dry_run=check)
+    only = {part.strip() for part in lessons.split(",") if part.strip()} if lessons else None
+    changed = regenerate(dry_run=check, only=only)
     for path in changed:
         print(f"{'out of date' if check else 'rewrote'}: {path.relative_to(ROOT)}")
     if check:
@@ -648,6 +651,7 @@ def _parser() -> argparse.ArgumentParser:
         help="regenerate reference blocks, badges, .ipynb and the student edition from notebooks/src",
     )
     nb.add_argument("--check", action="store_true", help="only list what is out of date (exit 1 if any)")
+    nb.add_argument("--lessons", help="only these lessons, e.g. 03,03b (default: all)")
     nb.set_defaults(func=notebooks)
     rf = sub.add_parser(
         "reference", help="the reference runs: show them, or record this machine's (after `run`)"
@@ -744,7 +748,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     au.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     au.set_defaults(func=audit)
+    se = sub.add_parser(
+        "sentences", help="the lessons' sentences that state a result and are bound to no claim"
+    )
+    se.add_argument("lessons", nargs="*", help="lessons, e.g. 03 03b (default: all)")
+    se.set_defaults(func=sentences)
     return parser
+
+
+def sentences(lessons: list[str]) -> int:
+    """List the unbound sentences of the named lessons (course_lib/tooling/sentences.py)."""
+    from .sentences import main as list_unbound
+
+    return list_unbound(lessons, ROOT)
 
 
 def main(argv: list[str] | None = None) -> int:

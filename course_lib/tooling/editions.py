@@ -107,7 +107,7 @@ def _cells(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
     return [(c.cell_type, c.source) for c in nb.cells]
 
 
-def sync_student_edition(notebooks: Path, dry_run: bool = False) -> list[Path]:
+def sync_student_edition(notebooks: Path, dry_run: bool = False, only: set[str] | None = None) -> list[Path]:
     """Bring the committed student edition (`notebooks/student/`) in step with the instructor edition.
 
     Returns the student notebooks that changed (with `dry_run`, that would change), and any
@@ -118,6 +118,8 @@ def sync_student_edition(notebooks: Path, dry_run: bool = False) -> list[Path]:
     changed = []
     lessons = lesson_notebooks(notebooks)
     for path in lessons:
+        if only is not None and path.name.split("_", 1)[0] not in only:
+            continue
         target = out_dir / path.name
         wanted = student_notebook(nbformat.read(path, as_version=4))
         if not target.exists() or _cells(nbformat.read(target, as_version=4)) != _cells(wanted):
@@ -126,7 +128,7 @@ def sync_student_edition(notebooks: Path, dry_run: bool = False) -> list[Path]:
                 out_dir.mkdir(parents=True, exist_ok=True)
                 nbformat.write(wanted, target)
     names = {p.name for p in lessons}
-    for extra in sorted(out_dir.glob("*.ipynb")) if out_dir.exists() else []:
+    for extra in sorted(out_dir.glob("*.ipynb")) if out_dir.exists() and only is None else []:
         if extra.name not in names:
             changed.append(extra)
             if not dry_run:

@@ -219,13 +219,18 @@ def stale(root: Path = ROOT, launch: Launch | None = None) -> list[Path]:
     return write(root, launch, dry_run=True)
 
 
-def write(root: Path = ROOT, launch: Launch | None = None, dry_run: bool = False) -> list[Path]:
-    """Regenerate the badges, links and setup cells and rewrite each .ipynb from its source;
-    return the files that changed (with `dry_run`, the files that would change)."""
+def write(
+    root: Path = ROOT, launch: Launch | None = None, dry_run: bool = False, only: set[str] | None = None
+) -> list[Path]:
+    """Regenerate the badges, links and setup cells and rewrite each .ipynb from its source (or
+    only those of the lessons `only` names); return the files that changed (with `dry_run`, the
+    files that would change)."""
     launch = launch or read_launch(root / "pyproject.toml")
     changed = []
     sources = _lesson_sources(root)
     for src in sources:
+        if only is not None and src.name.split("_", 1)[0] not in only:
+            continue
         text = src.read_text()
         wanted = render_source(text, f"{src.stem}.ipynb", launch)
         if wanted != text:

@@ -19,9 +19,10 @@ from . import editions, launch, recording
 from .paths import ROOT
 
 
-def regenerate(root: Path = ROOT, dry_run: bool = False) -> list[Path]:
-    """Rewrite what is out of date (with `dry_run`, only list it); return those files."""
-    changed = recording.write(root, dry_run=dry_run)
-    changed += [p for p in launch.write(root, dry_run=dry_run) if p not in changed]
-    changed += editions.sync_student_edition(root / "notebooks", dry_run=dry_run)
+def regenerate(root: Path = ROOT, dry_run: bool = False, only: set[str] | None = None) -> list[Path]:
+    """Rewrite what is out of date (with `dry_run`, only list it), for every lesson or those `only`
+    names ({"03", "03b"}); return those files."""
+    changed = recording.write(root, dry_run=dry_run, only=only)
+    changed += [p for p in launch.write(root, dry_run=dry_run, only=only) if p not in changed]
+    changed += editions.sync_student_edition(root / "notebooks", dry_run=dry_run, only=only)
     return changed

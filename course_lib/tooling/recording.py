@@ -33,7 +33,7 @@ from .paths import ROOT
 START = re.compile(r"^# <!-- reference(-table|-claim|-order)?:", re.MULTILINE)
 END = "# <!-- /reference -->"
 FIELD = re.compile(r"\{(?:(\d\d[a-z]?)\.)?([A-Za-z_]\w*)(?::([^{}]*))?\}")
-HEADING = "*Reference runs* (the course's stored measurements on these CPUs, not on yours):"
+HEADING = "*Reference runs* (the course's stored measurements, not yours):"
 
 
 class ReferenceRunError(ValueError):
@@ -120,14 +120,23 @@ def render_block(template: str, lesson: str, runs: list[ReferenceRun], table: bo
                 origins |= filled[1] if filled else set()
             lines.append(f"| {_where(run, origins)} | " + " | ".join(cells) + " |")
         return ["*Reference runs* (the course's stored measurements, not yours):", "", *lines]
-    lines = [HEADING]
+    parts, commits = [], []
     for run in runs:
         filled = fill(template, lesson, run)
         if filled is None:
-            lines.append(f"- **{run.label}**: not measured on this CPU yet.")
-        else:
-            lines.append(f"- {_where(run, filled[1])}: {filled[0]}")
-    return lines
+            parts.append(f"**{_short_label(run)}** not measured yet")
+            continue
+        masked = any(host for _, host in filled[1])
+        parts.append(f"**{_short_label(run)}{', emulated' if masked else ''}** {filled[0]}")
+        commits += [commit for commit, _ in filled[1]] or [run.commit]
+    where = f" ({_commits(commits)})" if commits else ""
+    return [f"{HEADING} " + "; ".join(parts) + f"{where}."]
+
+
+def _short_label(run: ReferenceRun) -> str:
+    from ..verdicts import _short
+
+    return _short(run.label)
 
 
 def claim_record(run: ReferenceRun, lesson: str, statement: str) -> dict | None:
@@ -231,7 +240,9 @@ def render_source(text: str, lesson: str, runs: list[ReferenceRun], extra: list[
     for the claim blocks)."""
     out, last = [], 0
     for _, body, end, template, kind in _blocks(text):
-        if kind == "claim":
+        if (
+            kind == "claim"
+        ):  # superseded by <!-- claim: name --> and the check tables (tests/test_sentences.py)
             lines = render_claim(*claim_of(template, lesson), runs, extra)
         elif kind == "order":
             lines = render_order(template, lesson, runs)
@@ -248,13 +259,21 @@ def lesson_sources(root: Path = ROOT) -> list[Path]:
     return sorted((root / "notebooks" / "src").glob("[0-9][0-9]*_*.py"))
 
 
-def write(root: Path = ROOT, runs: list[ReferenceRun] | None = None, dry_run: bool = False) -> list[Path]:
-    """Regenerate every lesson source's blocks; return the sources that changed (would change)."""
+def write(
+    root: Path = ROOT,
+    runs: list[ReferenceRun] | None = None,
+    dry_run: bool = False,
+    only: set[str] | None = None,
+) -> list[Path]:
+    """Regenerate every lesson source's blocks (or those of the lessons `only` names, e.g. {"03"});
+    return the sources that changed (would change)."""
     directory = root / "course_lib" / "reference_runs"
     runs = reference_runs(directory) if runs is None else runs
     extra = extra_ledgers(directory)
     changed = []
     for src in lesson_sources(root):
+        if only is not None and lesson_of(src) not in only:
+            continue
         text = src.read_text()
         wanted = render_source(text, lesson_of(src), runs, extra)
         if wanted != text:
@@ -367,6 +386,7 @@ def record(
     figures = {lesson: found["figures"] for lesson, found in saved.items()}
     timed = {lesson: found.get("timed", []) for lesson, found in saved.items()}
     claims = {lesson: found.get("claims", []) for lesson, found in saved.items()}
+    sentences = sentences_of(claims)
     mask = environment.get("cpu_mask", "")
     if mask:
         runs = reference_runs(directory)
@@ -393,6 +413,8 @@ def record(
                 "figures": merged,
                 "timed": timed,
                 "claims": claims,
+                "sentences": {**base.sentences, **sentences},
+                "sentences_commit": commit,
                 "claims_commit": commit,
                 "claims_source": f"masked: CPUID masked to {mask} on an {host} "
                 "(sentences about speed not timed)",
@@ -415,11 +437,25 @@ def record(
             claims=claims,
             claims_commit=commit,
             claims_source="this run",
+            sentences=sentences,
+            sentences_commit=commit,
         )
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{run.cpu_class}.json"
     path.write_text(json.dumps(run.to_dict(), indent=1, ensure_ascii=False) + "\n")
     return path
+
+
+def sentences_of(claims: dict[str, list[dict]]) -> dict[str, dict[str, dict]]:
+    """The verdicts of the lessons' bound sentences (those with an id), by lesson and name."""
+    out: dict[str, dict[str, dict]] = {}
+    for lesson, records in claims.items():
+        for record in records:
+            if record.get("id"):
+                name = record["id"].split(".", 1)[1]
+                keep = ("verdict", "fingerprint", "evidence", "scope", "reason", "statement")
+                out.setdefault(lesson, {})[name] = {k: record[k] for k in keep if k in record}
+    return out
 
 
 def reference_short_name(cpu: str) -> str:

@@ -126,26 +126,31 @@ class MemoryWatch:
 
 
 def claim_lines(nb) -> dict[str, list[str]]:
-    """The claim cells' verdict lines in an executed notebook, by verdict (course_lib.claims)."""
-    from ..claims import DIFFERS, ELSEWHERE, HOLDS, UNSETTLED, UNTIMED
+    """The verdict lines of an executed notebook's check cells, by verdict (course_lib.claims): the
+    plain-text form of each check table, and any verdict line printed."""
+    from ..claims import DIFFERS, ELSEWHERE, HOLDS, UNMEASURED, UNSETTLED, UNTIMED
 
-    found: dict[str, list[str]] = {
-        "holds": [],
-        "differs": [],
-        "unsettled": [],
-        "elsewhere": [],
-        "untimed": [],
-    }
     prefixes = {
         HOLDS: "holds",
         DIFFERS: "differs",
         UNSETTLED: "unsettled",
+        UNMEASURED: "unmeasured",
         ELSEWHERE: "elsewhere",
         UNTIMED: "untimed",
     }
+    found: dict[str, list[str]] = {kind: [] for kind in prefixes.values()}
     for cell in nb.cells:
         for output in cell.get("outputs", []):
-            text = output.get("text", "") if output.get("output_type") == "stream" else ""
+            if output.get("output_type") == "stream":
+                text = output.get("text", "")
+            else:
+                text = (
+                    output.get("data", {}).get("text/plain", "")
+                    if "text/markdown" in output.get("data", {})
+                    else ""
+                )
+            if isinstance(text, list):
+                text = "".join(text)
             for line in text.splitlines():
                 for prefix, kind in prefixes.items():
                     if line.startswith(prefix):

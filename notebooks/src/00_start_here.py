@@ -362,10 +362,7 @@ print(f"{'file size':>20}: {cl.units.format_bytes(resnet_path)}")
 #
 # <!-- reference: PyTorch test accuracy {torch_accuracy_pct:.2f} % after {train_minutes:.1f} min of
 # training; ONNX Runtime ran the 10,000 test images at {images_per_s:,.0f} images/s -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): PyTorch test accuracy 91.68 % after 23.5 min of training; ONNX Runtime ran the 10,000 test images at 2,211 images/s
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): PyTorch test accuracy 91.51 % after 8.6 min of training; ONNX Runtime ran the 10,000 test images at 3,271 images/s
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): PyTorch test accuracy 91.52 % after 6.1 min of training; ONNX Runtime ran the 10,000 test images at 3,919 images/s
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** PyTorch test accuracy 91.68 % after 23.5 min of training; ONNX Runtime ran the 10,000 test images at 2,211 images/s; **Zen 4 (VNNI)** PyTorch test accuracy 91.51 % after 8.6 min of training; ONNX Runtime ran the 10,000 test images at 3,271 images/s; **Xeon (AMX)** PyTorch test accuracy 91.52 % after 6.1 min of training; ONNX Runtime ran the 10,000 test images at 3,919 images/s (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%
@@ -410,10 +407,7 @@ cl.claim(
 # looks per class too, because an average can hide a class that quantization hurt.
 #
 # <!-- reference: the hardest class was {hardest_class} ({hardest_accuracy_pct:.1f} % right) -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): the hardest class was Shirt (73.8 % right)
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the hardest class was Shirt (72.7 % right)
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): the hardest class was Shirt (73.2 % right)
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** the hardest class was Shirt (73.8 % right); **Zen 4 (VNNI)** the hardest class was Shirt (72.7 % right); **Xeon (AMX)** the hardest class was Shirt (73.2 % right) (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%

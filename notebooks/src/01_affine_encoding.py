@@ -367,10 +367,7 @@ p999 = float(np.percentile(abs_w, 99.9))
 # <!-- reference: {outlier_layer}: largest |w| {outlier_ratio:.2f}x the 99.9th percentile; SQNR at 8
 # bits {sqnr_minmax_int8:.1f} dB with min/max, {sqnr_clip_int8:.1f} dB clipped; at 4 bits
 # {sqnr_minmax_int4:.1f} dB and {sqnr_clip_int4:.1f} dB -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): layer4.1.conv2.weight: largest |w| 2.52x the 99.9th percentile; SQNR at 8 bits 34.3 dB with min/max, 35.8 dB clipped; at 4 bits 9.8 dB and 17.7 dB
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): layer4.0.conv2.weight: largest |w| 2.12x the 99.9th percentile; SQNR at 8 bits 35.8 dB with min/max, 35.2 dB clipped; at 4 bits 11.2 dB and 17.7 dB
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): layer4.0.conv2.weight: largest |w| 3.04x the 99.9th percentile; SQNR at 8 bits 32.7 dB with min/max, 34.4 dB clipped; at 4 bits 8.1 dB and 17.6 dB
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** layer4.1.conv2.weight: largest |w| 2.52x the 99.9th percentile; SQNR at 8 bits 34.3 dB with min/max, 35.8 dB clipped; at 4 bits 9.8 dB and 17.7 dB; **Zen 4 (VNNI)** layer4.0.conv2.weight: largest |w| 2.12x the 99.9th percentile; SQNR at 8 bits 35.8 dB with min/max, 35.2 dB clipped; at 4 bits 11.2 dB and 17.7 dB; **Xeon (AMX)** layer4.0.conv2.weight: largest |w| 3.04x the 99.9th percentile; SQNR at 8 bits 32.7 dB with min/max, 34.4 dB clipped; at 4 bits 8.1 dB and 17.6 dB (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%
@@ -443,10 +440,7 @@ cl.claim(
 #
 # <!-- reference: lowest MSE at 8 bits keeping {best_pct_int8}% of the weights in range, at 4 bits
 # keeping {best_pct_int4}% -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): lowest MSE at 8 bits keeping 99.995% of the weights in range, at 4 bits keeping 98%
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): lowest MSE at 8 bits keeping 99.995% of the weights in range, at 4 bits keeping 98%
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): lowest MSE at 8 bits keeping 99.995% of the weights in range, at 4 bits keeping 98%
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** lowest MSE at 8 bits keeping 99.995% of the weights in range, at 4 bits keeping 98%; **Zen 4 (VNNI)** lowest MSE at 8 bits keeping 99.995% of the weights in range, at 4 bits keeping 98%; **Xeon (AMX)** lowest MSE at 8 bits keeping 99.995% of the weights in range, at 4 bits keeping 98% (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%
@@ -491,10 +485,7 @@ cl.claim(
 #
 # <!-- reference: SQNR per-tensor {sqnr_per_tensor:.1f} dB, per-channel {sqnr_per_channel:.1f} dB,
 # blocks of 128 {sqnr_block128:.1f} dB, blocks of 32 {sqnr_block32:.1f} dB -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): SQNR per-tensor 34.3 dB, per-channel 40.9 dB, blocks of 128 43.7 dB, blocks of 32 45.4 dB
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): SQNR per-tensor 35.8 dB, per-channel 40.9 dB, blocks of 128 43.7 dB, blocks of 32 45.4 dB
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): SQNR per-tensor 32.7 dB, per-channel 40.8 dB, blocks of 128 43.6 dB, blocks of 32 45.4 dB
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** SQNR per-tensor 34.3 dB, per-channel 40.9 dB, blocks of 128 43.7 dB, blocks of 32 45.4 dB; **Zen 4 (VNNI)** SQNR per-tensor 35.8 dB, per-channel 40.9 dB, blocks of 128 43.7 dB, blocks of 32 45.4 dB; **Xeon (AMX)** SQNR per-tensor 32.7 dB, per-channel 40.8 dB, blocks of 128 43.6 dB, blocks of 32 45.4 dB (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%
@@ -555,10 +546,7 @@ cl.claim(
 #
 # <!-- reference: per-channel minus per-tensor SQNR, over every weight: {pc_gain_min:+.1f} to
 # {pc_gain_max:+.1f} dB -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): per-channel minus per-tensor SQNR, over every weight: +1.8 to +6.6 dB
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): per-channel minus per-tensor SQNR, over every weight: +1.7 to +5.6 dB
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): per-channel minus per-tensor SQNR, over every weight: +1.9 to +8.1 dB
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** per-channel minus per-tensor SQNR, over every weight: +1.8 to +6.6 dB; **Zen 4 (VNNI)** per-channel minus per-tensor SQNR, over every weight: +1.7 to +5.6 dB; **Xeon (AMX)** per-channel minus per-tensor SQNR, over every weight: +1.9 to +8.1 dB (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%

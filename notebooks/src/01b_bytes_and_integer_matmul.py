@@ -118,10 +118,7 @@ print(f"{len(weights)} weight tensors, {sum(w.size for w in weights.values()):,}
 #
 # <!-- reference: int4 packed in blocks of 32, with its scales: {int4_b32_total_bytes:,} bytes; ONNX
 # Runtime's default layout: {ort_int4_total_bytes:,} bytes, {ort_int4_share_pct:.1f} % of float32's -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): int4 packed in blocks of 32, with its scales: 625,000 bytes; ONNX Runtime's default layout: 535,191 bytes, 13.4 % of float32's
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): int4 packed in blocks of 32, with its scales: 625,000 bytes; ONNX Runtime's default layout: 535,191 bytes, 13.4 % of float32's
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): int4 packed in blocks of 32, with its scales: 625,000 bytes; ONNX Runtime's default layout: 535,191 bytes, 13.4 % of float32's
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** int4 packed in blocks of 32, with its scales: 625,000 bytes; ONNX Runtime's default layout: 535,191 bytes, 13.4 % of float32's; **Zen 4 (VNNI)** int4 packed in blocks of 32, with its scales: 625,000 bytes; ONNX Runtime's default layout: 535,191 bytes, 13.4 % of float32's; **Xeon (AMX)** int4 packed in blocks of 32, with its scales: 625,000 bytes; ONNX Runtime's default layout: 535,191 bytes, 13.4 % of float32's (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%
@@ -204,10 +201,7 @@ display(Markdown("\n".join(rows)))
 #
 # <!-- reference: accumulator up to {matmul_acc_max:,}; largest error {matmul_error_steps:.1f}
 # output steps; same class as float for {matmul_same_class} of 8 images -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): accumulator up to 245,937; largest error 1.6 output steps; same class as float for 8 of 8 images
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): accumulator up to 238,728; largest error 0.9 output steps; same class as float for 8 of 8 images
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): accumulator up to 223,262; largest error 1.1 output steps; same class as float for 8 of 8 images
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** accumulator up to 245,937; largest error 1.6 output steps; same class as float for 8 of 8 images; **Zen 4 (VNNI)** accumulator up to 238,728; largest error 0.9 output steps; same class as float for 8 of 8 images; **Xeon (AMX)** accumulator up to 223,262; largest error 1.1 output steps; same class as float for 8 of 8 images (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 #
 # First, real features of eight test images, captured on their way into `fc`:

@@ -185,10 +185,7 @@ print(
 # <!-- /reference -->
 #
 # <!-- reference: the MLP ran at {mlp_speedup:.2f}x fp32's speed (500 points per run, 1 thread) -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): the MLP ran at 0.91x fp32's speed (500 points per run, 1 thread)
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the MLP ran at 1.12x fp32's speed (500 points per run, 1 thread)
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): the MLP ran at 0.89x fp32's speed (500 points per run, 1 thread)
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** the MLP ran at 0.91x fp32's speed (500 points per run, 1 thread); **Zen 4 (VNNI)** the MLP ran at 1.12x fp32's speed (500 points per run, 1 thread); **Xeon (AMX)** the MLP ran at 0.89x fp32's speed (500 points per run, 1 thread) (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 #
 # > **Quote** (seed 003, the practical guide "Quantize ONNX Models with ONNX Runtime", see lesson
@@ -399,10 +396,7 @@ print(f"dynamic INT8: QEmbedLayerNormalization, its LayerNorm's parameters {sort
 #
 # <!-- reference: worst cosine over the 300 sentences, per-tensor {te_cos_min_pt:.4f}, per-channel
 # {te_cos_min_pc:.4f} -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): worst cosine over the 300 sentences, per-tensor 0.9155, per-channel 0.9823
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): worst cosine over the 300 sentences, per-tensor 0.9160, per-channel 0.9845
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): worst cosine over the 300 sentences, per-tensor 0.9160, per-channel 0.9845
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** worst cosine over the 300 sentences, per-tensor 0.9155, per-channel 0.9823; **Zen 4 (VNNI)** worst cosine over the 300 sentences, per-tensor 0.9160, per-channel 0.9845; **Xeon (AMX)** worst cosine over the 300 sentences, per-tensor 0.9160, per-channel 0.9845 (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%
@@ -480,10 +474,7 @@ cl.claim(
 #
 # <!-- reference: {te_speedup_b1:.2f}x the optimized fp32 graph's speed at batch 1, {te_speedup_b16:.2f}x at
 # batch 16 -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): 1.61x the optimized fp32 graph's speed at batch 1, 1.41x at batch 16
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): 1.63x the optimized fp32 graph's speed at batch 1, 1.90x at batch 16
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): 1.61x the optimized fp32 graph's speed at batch 1, 1.81x at batch 16
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** 1.61x the optimized fp32 graph's speed at batch 1, 1.41x at batch 16; **Zen 4 (VNNI)** 1.63x the optimized fp32 graph's speed at batch 1, 1.90x at batch 16; **Xeon (AMX)** 1.61x the optimized fp32 graph's speed at batch 1, 1.81x at batch 16 (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 #
 # > **Quote** (seed 000, the course module "Module 6 — ONNX quantization", see lesson 00's sources;
@@ -565,10 +556,7 @@ cl.claim("It stays short of the quote's 2.5x at batch 1 and 16", short, evidence
 #
 # <!-- reference: PyTorch's worst cosine {torch_cos_min:.4f} (ONNX Runtime per-channel {te_cos_min_pc:.4f});
 # ONNX Runtime's INT8 ran at {ort_vs_torch_b1:.2f}x the speed of PyTorch's INT8 at batch 1 -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): PyTorch's worst cosine 0.8379 (ONNX Runtime per-channel 0.9823); ONNX Runtime's INT8 ran at 1.44x the speed of PyTorch's INT8 at batch 1
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): PyTorch's worst cosine 0.8376 (ONNX Runtime per-channel 0.9845); ONNX Runtime's INT8 ran at 1.54x the speed of PyTorch's INT8 at batch 1
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): PyTorch's worst cosine 0.8376 (ONNX Runtime per-channel 0.9845); ONNX Runtime's INT8 ran at 1.13x the speed of PyTorch's INT8 at batch 1
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** PyTorch's worst cosine 0.8379 (ONNX Runtime per-channel 0.9823); ONNX Runtime's INT8 ran at 1.44x the speed of PyTorch's INT8 at batch 1; **Zen 4 (VNNI)** PyTorch's worst cosine 0.8376 (ONNX Runtime per-channel 0.9845); ONNX Runtime's INT8 ran at 1.54x the speed of PyTorch's INT8 at batch 1; **Xeon (AMX)** PyTorch's worst cosine 0.8376 (ONNX Runtime per-channel 0.9845); ONNX Runtime's INT8 ran at 1.13x the speed of PyTorch's INT8 at batch 1 (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%

@@ -189,10 +189,7 @@ print(
 # <!-- /reference -->
 #
 # <!-- reference: dynamic INT8 ran at {resnet_speedup_b32:.2f}x fp32's speed at batch 32 -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): dynamic INT8 ran at 0.18x fp32's speed at batch 32
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): dynamic INT8 ran at 0.11x fp32's speed at batch 32
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): dynamic INT8 ran at 0.11x fp32's speed at batch 32
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** dynamic INT8 ran at 0.18x fp32's speed at batch 32; **Zen 4 (VNNI)** dynamic INT8 ran at 0.11x fp32's speed at batch 32; **Xeon (AMX)** dynamic INT8 ran at 0.11x fp32's speed at batch 32 (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 #
 # > **Quote** (seed 000, not measured here): ResNet18 45 → 12 MB, 1.2x faster, about 0.1 % top-1
@@ -248,10 +245,7 @@ cl.claim(
 #
 # <!-- reference: ConvInteger {resnet_convinteger_ms:.1f} ms per run against fp32's Conv {resnet_conv_ms:.1f} ms;
 # DynamicQuantizeLinear, Cast, Mul and Add together {resnet_overhead_share:.0%} of the INT8 run's kernel time -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): ConvInteger 103.8 ms per run against fp32's Conv 15.8 ms; DynamicQuantizeLinear, Cast, Mul and Add together 6% of the INT8 run's kernel time
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): ConvInteger 93.7 ms per run against fp32's Conv 13.7 ms; DynamicQuantizeLinear, Cast, Mul and Add together 4% of the INT8 run's kernel time
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): ConvInteger 58.0 ms per run against fp32's Conv 7.8 ms; DynamicQuantizeLinear, Cast, Mul and Add together 5% of the INT8 run's kernel time
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** ConvInteger 103.8 ms per run against fp32's Conv 15.8 ms; DynamicQuantizeLinear, Cast, Mul and Add together 6% of the INT8 run's kernel time; **Zen 4 (VNNI)** ConvInteger 93.7 ms per run against fp32's Conv 13.7 ms; DynamicQuantizeLinear, Cast, Mul and Add together 4% of the INT8 run's kernel time; **Xeon (AMX)** ConvInteger 58.0 ms per run against fp32's Conv 7.8 ms; DynamicQuantizeLinear, Cast, Mul and Add together 5% of the INT8 run's kernel time (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%

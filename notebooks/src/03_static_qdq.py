@@ -17,47 +17,39 @@
 # %% [markdown]
 # # 03 · Static quantization: QDQ and calibration
 #
-# Dynamic quantization (lesson 02) measures every activation's range on every run. *Static*
-# quantization measures them once, ahead of time, on a small calibration set, and writes the
-# scales and zero points into the file. No run-time range-finding, so more speed, especially on
-# convolutions; but the ranges are only as good as the calibration data. This lesson quantizes
-# the course's ResNet18 statically and checks what each choice does to accuracy, size and speed.
+# Dynamic quantization (lesson 02) finds each activation's range while the model runs. *Static*
+# quantization finds the ranges once, ahead of time, on a small calibration set, and writes the
+# scales and zero points into the file: no range-finding at run time, but the ranges depend on
+# the calibration data. This lesson quantizes the course's ResNet18 statically and checks
+# what each choice does to accuracy, size and speed.
 #
 # *Jargon:* **static quantization** fixes every activation's scale and zero point before the
-# model runs. **Calibration** is how they are found: run the fp32 model on a few hundred
-# representative inputs and record each tensor's range. **QDQ** is the file format used here:
-# each quantized tensor passes through a **QuantizeLinear** node (float to INT8, with a scale and
-# zero point) and a **DequantizeLinear** node (back to float); the runtime recognises the pattern
-# and runs an integer kernel in its place.
+# model runs. **Calibration** finds them: run the fp32 model on a few hundred representative
+# inputs and record each tensor's range. **QDQ** is the file format used here: each quantized
+# tensor passes through a **QuantizeLinear** node (float to INT8) and a **DequantizeLinear** node
+# (back to float); the runtime recognises the pattern and runs an integer kernel in its place.
 #
 # **Learning goal.** Prepare a model with `quant_pre_process`, feed `quantize_static` through a
 # `CalibrationDataReader`, choose the activation type for your CPU, check which kernels really
 # run, and recognise the calibration mistake that ruins a model silently.
 #
-# **Before you start.** Lesson 01 (scale and zero point from a range) and lesson 02.
-#
 # **What this lesson finds**, on the course's reference CPUs and, when you run it, on yours:
 #
-# - Pre-processing folds an older export's BatchNorms into its convolutions; on a model that
-#   ONNX Runtime's shape inference cannot read, `skip_symbolic_shape=True` gets past the error.
-# - On x86, U8S8 (unsigned activations) runs faster than fp32 and S8S8 (signed activations)
-#   runs *slower*, because only about half of its convolutions find an integer kernel.
-# - On a CPU without VNNI, `reduce_range` keeps agreement with fp32 that full-range weights lose;
-#   with VNNI it does not help.
-# - Calibrating through the wrong preprocessing costs accuracy without any error or warning.
-# - Static INT8 runs several times faster than dynamic INT8 on this convolutional network.
+# - Pre-processing folds an older export's BatchNorms into its convolutions. <!-- claim: batchnorm-folded -->
+#   On a model that ONNX Runtime's shape inference cannot read, `skip_symbolic_shape=True` gets
+#   past the error. <!-- claim: skip-gets-past -->
+# - On x86, U8S8 (unsigned activations) runs faster than fp32 at batch 64. <!-- claim: u8s8-faster -->
+#   S8S8 (signed activations) runs *slower*, <!-- claim: s8s8-slower --> because only about half of
+#   its compute ops find an integer kernel. <!-- claim: s8s8-half-integer -->
+# - On a CPU without VNNI, `reduce_range` keeps agreement that full-range weights lose; <!-- claim: rr-keeps-agreement -->
+#   with VNNI it does not raise agreement. <!-- claim: rr-no-gain -->
+# - Calibrating without normalisation costs accuracy, with no error and no warning. <!-- claim: unnormalised-costs -->
+# - Static INT8 runs several times faster than dynamic INT8 on the ResNet18. <!-- claim: static-several-times-dynamic -->
 #
-# **Lesson plan**
-# 1. Pre-process: what `quant_pre_process` changes in a graph, and a model it cannot pre-process.
-# 2. The calibration reader: ONNX Runtime's protocol, and data checked before it is used.
-# 3. `quantize_static` in QDQ format: unsigned or signed activations, and what the session runs.
-# 4. The silent killer: calibrating on the wrong preprocessing, or on one kind of image.
-# 5. Dynamic or static on the ResNet18.
-# 6. Summary, exercises, and this lesson's figures.
-#
-# The optional deep dive, **03b**, compares the calibration methods (MinMax, Entropy,
-# Percentile), the calibration set's size and its memory, and the QOperator format. Skip it on a
-# first pass; nothing later depends on it.
+# **Lesson plan:** 1. pre-process; 2. the calibration reader; 3. `quantize_static` in QDQ format
+# and what the session runs; 4. calibrating on the wrong data; 5. dynamic or static; 6. summary
+# and exercises. The optional deep dive **03b** compares calibration methods, set sizes and the
+# QOperator format; nothing later depends on it.
 
 # %%
 # Setup for Colab: generated by `python -m course_lib launch` (edit pyproject.toml, not this cell).
@@ -106,9 +98,8 @@ from onnxruntime.quantization.shape_inference import quant_pre_process
 import course_lib as cl
 from course_lib import calibration, kernels, measure, pre_process, scoring, units
 
-# ONNX Runtime's quantizer logs "Please consider to run pre-processing before quantization" for
-# every model without pre-processing metadata, and one line per BatchNorm it meets (exercise 1
-# quantizes a graph that still has them). This lesson quantizes such graphs on purpose:
+# ONNX Runtime's quantizer logs a hint for every model without pre-processing metadata and one
+# line per BatchNorm it meets; this lesson quantizes such graphs on purpose.
 cl.quiet_quantizer_hints("pre-process", "out-of-range for weight", "to be an initializer")
 work = cl.lesson_folder("03")  # this run's files: <data dir>/lessons/03/, emptied each run
 THREADS = 2  # fixed, so that every latency below is comparable
@@ -117,47 +108,35 @@ X86 = platform.machine().lower() in ("x86_64", "amd64")
 # %% [markdown]
 # ## 1. Pre-process first
 #
-# `quant_pre_process` infers tensor shapes and runs ONNX Runtime's graph optimizer on the model, so
-# the quantizer quantizes the fused graph that will actually run (no lone BatchNorm to handle). It
-# rewrites the file's shape annotations with what its inference finds: the course's exporter had
-# annotated more tensors than that, so the count of known shapes goes down below, while the legacy
-# export further on, which has none, gains them.
+# `quant_pre_process` infers tensor shapes and runs ONNX Runtime's graph optimizer, so that the
+# quantizer works on the fused graph that will actually run. It rewrites the file's shape
+# annotations with what its own inference finds; on the course's export that leaves fewer tensors
+# with a known shape than the exporter had annotated. <!-- claim: fewer-shapes --> The course's
+# exporter (PyTorch's `dynamo` exporter) already folds each BatchNorm into its convolution, so
+# pre-processing changes no node of it. <!-- claim: no-node-changed -->
 #
-# **A fresh process for it.** `quant_pre_process` imports PyTorch whenever it is installed, about
-# half a gigabyte a process never gives back, and nothing else here needs PyTorch. So each call
-# below runs in a fresh process, `measure.peak_memory_of(function, ...)`, which also reports its peak.
-#
-# The course's own export (PyTorch's current `dynamo` exporter) already folds each BatchNorm into
-# its convolution, so pre-processing finds nothing left to fuse and changes none of its nodes:
+# `quant_pre_process` imports PyTorch when it is installed (half a gigabyte that a process keeps),
+# so each call below runs in a fresh process, `measure.peak_memory_of(function, ...)`, which also
+# reports its peak.
 
 # %%
 fp32 = cl.models.get("fashion_resnet18").onnx
 pre = work / "resnet18.pre.onnx"
 _, pre_memory = measure.peak_memory_of(quant_pre_process, fp32, pre)
-print(
-    f"in a fresh process: {pre_memory.seconds:.1f} s, peak memory {units.format_bytes(pre_memory.peak_bytes, 0)}"
-)
+print(f"in a fresh process: {pre_memory.seconds:.1f} s, peak {units.format_bytes(pre_memory.peak_bytes, 0)}")
 export_summary, pre_summary = pre_process.graph_summary(fp32), pre_process.graph_summary(pre)
 for label, summary in (("course export", export_summary), ("pre-processed", pre_summary)):
     print(f"{label:>14}: {summary['nodes']} nodes, {summary['shapes']} tensors with a known shape")
-cl.claim(
-    "Pre-processing changed no node of the course's export",
-    export_summary["ops"] == pre_summary["ops"],
-    depends="runtime",
-)
 
 # %% [markdown]
-# Exports made by older tools often keep every BatchNorm. Here is one, made by PyTorch's older
-# TorchScript exporter with constant folding off (`cl.export_trained` loads the cached model and
-# exports it, in a fresh process because it needs PyTorch). `quant_pre_process` runs three steps,
-# in this order (its source, `onnxruntime/quantization/shape_inference.py`): symbolic shape
-# inference (shapes with named dimensions such as the batch), ONNX Runtime's *basic* graph
-# optimizations (constant folding, BatchNorm into Conv and other fusions that hold on any
-# hardware), and ONNX's own shape inference on the result. Each has a flag that turns it off
-# (`skip_symbolic_shape`, `skip_optimization`, `skip_onnx_shape`); switching one more step on each
-# time shows what each does. Shape inference changes no node, it annotates tensors; the
-# optimization step removes every BatchNorm, folding its scale and shift into the weights and bias
-# of the convolution before it.
+# Older exports keep their BatchNorms. Here is one, made by PyTorch's TorchScript exporter with
+# constant folding off. `quant_pre_process` runs three steps in this order (its source,
+# `onnxruntime/quantization/shape_inference.py`): symbolic shape inference, ONNX Runtime's *basic*
+# graph optimizations (constant folding, BatchNorm into Conv), and ONNX's own shape inference.
+# Each has a flag that turns it off (`skip_symbolic_shape`, `skip_optimization`,
+# `skip_onnx_shape`); <!-- setting --> switching one step on at a time shows what each does. Shape inference
+# only annotates tensors; the optimization step removes every BatchNorm, folding its scale and
+# shift into the convolution before it. <!-- claim: batchnorm-folded -->
 
 # %%
 legacy, _ = measure.peak_memory_of(
@@ -173,74 +152,47 @@ step_rows = []
 for label, path in {"legacy export": legacy, **written}.items():
     s = pre_process.graph_summary(path)
     step_rows.append(
-        {
-            "after": label,
-            "nodes": s["nodes"],
-            "BatchNorm": s["ops"].get("BatchNormalization", 0),
-            "tensors with a known shape": s["shapes"],
-        }
+        {"after": label, "nodes": s["nodes"], "BatchNorm": s["ops"].get("BatchNormalization", 0), "known shapes": s["shapes"]}
     )
 display(Markdown(measure.markdown_table(step_rows)))
 legacy_pre = written["+ ONNX shape inference"]
 
 # %% [markdown]
-# Folding is exact algebra, so the pre-processed legacy export computes the same function as the
-# course's export: on the 500 validation images their logits differ by float rounding only.
+# Folding is exact algebra, so on the 500 validation images the two pre-processed models' logits
+# differ by float rounding only. <!-- claim: same-logits -->
+#
+# **When pre-processing fails.** Symbolic shape inference stops at an op it cannot infer, such as
+# a custom-domain op. `pre_process.contrib_op_model` writes a two-node example:
+# `com.microsoft::Inverse` (what `torch.linalg.inv` exports to), then a MatMul. ONNX Runtime runs it;
+# `quant_pre_process` fails on it by default, <!-- claim: custom-op-fails --> and with
+# `skip_symbolic_shape=True` it gets past the error and writes the file. <!-- claim: skip-gets-past -->
+# The quantizer then works with the shapes ONNX's own inference found. (A failed run also leaves
+# `sym_shape_infer_temp.onnx` in the working directory; `pre_process.pre_process_tries` runs in the
+# lesson's folder.)
 
 # %%
-val_images, _ = cl.load_split("validation")
-val_x = cl.preprocess(val_images)
-same = np.abs(
-    measure.logits(legacy_pre, val_x, threads=THREADS) - measure.logits(pre, val_x, threads=THREADS)
-)
-cl.claim(
-    "The two pre-processed models' logits differ by float rounding only",
-    same.max() < 1e-3,
-    f"max |difference| {same.max():.1e}",
-    depends="runtime",
-)
-
-# %% [markdown]
-# **When pre-processing fails.** Symbolic shape inference knows the standard ONNX ops and most of
-# ONNX Runtime's own; it stops at an op it cannot infer. A common case in ONNX Runtime's issue
-# tracker is a model with a custom-domain op. `pre_process.contrib_op_model` writes a two-node
-# example: `com.microsoft::Inverse` (what PyTorch's `torch.linalg.inv` exports to with ONNX
-# Runtime's contrib ops), then a MatMul. ONNX Runtime runs it; `quant_pre_process` raises
-# "Incomplete symbolic shape inference". With `skip_symbolic_shape=True` the optimizer and ONNX's
-# shape inference still run, and the file is written. The quantizer then works with the shapes
-# ONNX's own inference found, which may be fewer. (On failure ONNX Runtime also saves what it
-# inferred as `sym_shape_infer_temp.onnx` in the working directory; `pre_process.pre_process_tries`
-# runs inside the lesson's folder, so that file lands there.)
-
-# %%
+val_x = cl.preprocess(cl.load_split("validation")[0])
+same = np.abs(measure.logits(legacy_pre, val_x, threads=THREADS) - measure.logits(pre, val_x, threads=THREADS))
 contrib = pre_process.contrib_op_model(work / "contrib_op.onnx")
 tries = {"default": {}, "skip_symbolic_shape=True": {"skip_symbolic_shape": True}}
 outcome, _ = measure.peak_memory_of(pre_process.pre_process_tries, contrib, work, tries)
 for label, result in outcome.items():
     print(f"{label:>25}: {result}")
-cl.claim(
-    "quant_pre_process fails on the custom op by default",
-    not outcome["default"].startswith("written"),
-    depends="runtime",
-)
-cl.claim(
-    "skip_symbolic_shape=True gets past it",
-    outcome["skip_symbolic_shape=True"].startswith("written"),
-    depends="runtime",
-)
+
+# %%
+cl.verify("03.1", export_summary=export_summary, pre_summary=pre_summary, step_rows=step_rows, same=same, outcome=outcome)
 
 # %% [markdown]
 # ## 2. The calibration reader
 #
 # `quantize_static` asks for calibration data through a `CalibrationDataReader`: it calls
 # `get_next()` until that returns `None`, and runs the fp32 model on each `{input_name: batch}`
-# dict. Writing one takes a few lines (exercise 2 asks you to). `course_lib`'s readers add what
-# those lines lack: they check every sample against the model's input before calibration starts.
-# `cl.DatasetReader` takes images from the course's calibration pool through the production
-# preprocessing. The pool is 1,000 images drawn from the *training* split. Seed 000 (the course
-# module "Module 6 — ONNX quantization", see lesson 00's sources) keeps calibration data apart
-# from training data, and this pool is not kept apart; so every result below is measured on the
-# test set, which neither training nor calibration saw.
+# dict. <!-- definition --> Exercise 2 asks you to write one. `course_lib`'s readers also check
+# each sample against the model's input before calibration starts. `cl.DatasetReader` takes
+# images from the course's calibration pool (1,000 images of the *training* split) through the
+# production preprocessing. Seed 000 keeps calibration data apart from training data, and this
+# pool is not kept apart, so this lesson measures its results on the test set, which neither
+# training nor calibration saw.
 
 # %%
 reader = cl.DatasetReader(pre, count=200, batch_size=20)
@@ -249,10 +201,10 @@ print("first batch:", {k: (v.shape, v.dtype) for k, v in reader.get_next().items
 reader.rewind()
 
 # %% [markdown]
-# A mistake, caught: raw images, as they come from the dataset, without the preprocessing. The
-# error names the first bad sample, what the model expects, what it got, and the fix. Without the
-# check ONNX Runtime would fail somewhere inside the calibrator, or, for a mistake that keeps shape
-# and dtype (section 4), not fail at all.
+# A mistake, caught: raw images, without the preprocessing. The error names the first bad sample,
+# what the model expects, what it got, and the fix. Without the check ONNX Runtime would fail
+# somewhere inside the calibrator, or, for a mistake that keeps shape and dtype (section 4), not
+# fail in any way.
 
 # %%
 calib_images, calib_labels = cl.load_split("calibration")
@@ -264,31 +216,27 @@ except cl.CalibrationError as err:
 # %% [markdown]
 # ## 3. `quantize_static` in QDQ format
 #
-# The call: the pre-processed model, the reader, the QDQ format, per-channel weights (lesson 01),
-# int8 weights. For the activations, unsigned `QUInt8` (asymmetric, 0–255, fits ReLU outputs) or
+# The call: the pre-processed model, the reader, the QDQ format, per-channel int8 weights
+# (lesson 01), and for the activations either unsigned `QUInt8` (0–255, fits ReLU outputs) or
 # signed `QInt8`.
 #
 # *Jargon:* **U8S8** names the pair of types an integer kernel multiplies: uint8 activations, int8
 # weights; **S8S8** is int8 for both. **VNNI** is the x86 instruction that multiplies uint8 by
-# int8 and adds the products straight into 32-bit sums (lesson 02).
+# int8 and adds the products straight into 32-bit sums.
 #
-# One choice depends on the CPU. ONNX Runtime's x86 kernels multiply U8S8. On a CPU **without
-# VNNI** (AVX2 alone: AMD Zen 2 and 3, older Intel, many Colab runtimes), their intermediate sums
-# can saturate with full-range int8 weights; ONNX Runtime's guidance there (its quantization
-# documentation, FAQ "When and why do I need to try U8U8?") is `reduce_range=True`, 7-bit weights.
-# Lesson 05 shows why and measures the alternatives. `cl.u8s8_can_saturate()` says whether this
-# CPU is such a CPU.
+# One choice depends on the CPU. On x86 **without VNNI** (AVX2 alone: AMD Zen 2 and 3, older
+# Intel, many Colab runtimes), ONNX Runtime's U8S8 kernels add products in pairs into 16-bit
+# sums, which can saturate with full-range int8 weights. Its documentation (FAQ "When and why do
+# I need to try U8U8?") advises `reduce_range=True` there: 7-bit weights. <!-- quote -->
+# `cl.u8s8_can_saturate()` says whether this CPU is such a CPU; lesson 05 shows why.
 #
-# We quantize three ways and score each on the **full test set** (10,000 images): accuracy, top-1
-# agreement with fp32 (with its 95 % interval), file size, and speed at batch 64 timed in turn
-# with fp32 (`measure.compare_latency`, with its 90 % interval).
+# We quantize three ways and score each on the **full test set** (10,000 images): accuracy,
+# agreement with fp32 (with its 95 % interval), <!-- setting --> file size, and speed at batch 64. The three
+# files and fp32 are timed in the same rounds, in turn (`scoring.time_in_turn`), so that their
+# ratios compare.
 #
 # *Jargon:* a **95 % interval** (or 90 %) would cover the true value that often over repeated
-# experiments: for an agreement, from the number of images (Wilson's interval); for a speed ratio,
-# from resampling the timed runs. Where two intervals overlap, the run cannot tell them apart.
-#
-# `scoring.TestSet.of` runs fp32 once on the test set; `scoring.score` runs a variant and compares
-# (course_lib/scoring.py: bookkeeping only; the quantizer calls stay here).
+# experiments. Where two intervals overlap, the run cannot tell the two apart.
 
 # %%
 test_images, test_labels = cl.load_split("test")
@@ -304,83 +252,48 @@ for name, options in choices.items():
     path = work / f"resnet18.{name.replace(' ', '_').replace(',', '')}.onnx"
     reader.rewind()
     quantize_static(pre, path, reader, **STATIC, **options)
-    scored[name] = scoring.score(name, path, test, timed_batch=64, **options)
+    scored[name] = scoring.score(name, path, test, **options)
+scoring.time_in_turn(list(scored.values()), test, batch=64)
 print(f"fp32: accuracy {scored['QDQ U8S8'].parity.reference_accuracy:.2%} on {len(test):,} test images")
-display(
-    Markdown(
-        measure.markdown_table(
-            [s.row("variant", "size", "accuracy", "agreement", "speed b64") for s in scored.values()]
-        )
-    )
-)
+columns = ("variant", "size", "accuracy", "agreement", "speed b64")
+display(Markdown(measure.markdown_table([s.row(*columns) for s in scored.values()])))
 
 # %% [markdown]
-# **What to notice.** All three files are a quarter of fp32's size. On x86, U8S8 runs faster than
-# fp32 and S8S8 slower:
+# **What to notice.** Each file is about a quarter of fp32's size. <!-- claim: quarter-size --> On x86,
+# U8S8 runs faster than fp32 <!-- claim: u8s8-faster --> and S8S8 slower. <!-- claim: s8s8-slower -->
+# Agreement tells the CPUs apart: without VNNI, full-range weights lose agreement that
+# `reduce_range` keeps; <!-- claim: rr-keeps-agreement --> with VNNI `reduce_range` does not raise
+# agreement <!-- claim: rr-no-gain --> and only gives away one bit of weight precision.
 #
-# <!-- reference-claim: U8S8 runs faster than fp32 at batch 64 -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# <!-- reference: U8S8 {u8s8_speedup_b64:.2f}x, U8S8 reduce_range {u8s8_rr_speedup_b64:.2f}x, S8S8
+# {s8s8_speedup_b64:.2f}x fp32's speed; agreement U8S8 {u8s8_agreement:.2f} %, reduce_range
+# {u8s8_rr_agreement:.2f} % -->
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** U8S8 1.55x, U8S8 reduce_range 1.60x, S8S8 0.55x fp32's speed; agreement U8S8 98.73 %, reduce_range 99.77 %; **Zen 4 (VNNI)** U8S8 1.45x, U8S8 reduce_range 1.37x, S8S8 0.40x fp32's speed; agreement U8S8 99.76 %, reduce_range 99.67 %; **Xeon (AMX)** U8S8 1.38x, U8S8 reduce_range 1.36x, S8S8 0.30x fp32's speed; agreement U8S8 99.68 %, reduce_range 99.77 % (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 #
-# <!-- reference-claim: S8S8 runs slower than fp32 at batch 64 -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
-# <!-- /reference -->
+# ### What ONNX Runtime really runs
 #
-# The figures of each run:
+# A quantized file is a request; the session decides what runs. Its graph optimizer fuses each
+# `DequantizeLinear → Conv → QuantizeLinear` into one integer **QLinearConv** where it has a kernel
+# for those types, and leaves the rest in float. `kernels.kernels(path)` reads the compute ops (the
+# convolutions and the final `Gemm`) of the graph the session executes.
 #
-# <!-- reference: U8S8 ran at {u8s8_speedup_b64:.2f}x fp32's speed at batch 64, U8S8 with reduce_range
-# at {u8s8_rr_speedup_b64:.2f}x, S8S8 at {s8s8_speedup_b64:.2f}x -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): U8S8 ran at 1.55x fp32's speed at batch 64, U8S8 with reduce_range at 1.60x, S8S8 at 0.55x
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): U8S8 ran at 1.45x fp32's speed at batch 64, U8S8 with reduce_range at 1.37x, S8S8 at 0.40x
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): U8S8 ran at 1.38x fp32's speed at batch 64, U8S8 with reduce_range at 1.36x, S8S8 at 0.30x
-# <!-- /reference -->
+# *Jargon:* **kernel coverage** is the share of compute ops that run on integer kernels in the
+# graph the session executes.
 #
-# Agreement tells the CPUs apart. Without VNNI, full-range weights lose agreement that
-# `reduce_range` keeps; with VNNI the two agree about as well, and `reduce_range` only gives away
-# one bit of weight precision:
-#
-# <!-- reference: agreement with fp32 on the 10,000 test images: U8S8 {u8s8_agreement:.2f} %, U8S8
-# with reduce_range {u8s8_rr_agreement:.2f} % -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): agreement with fp32 on the 10,000 test images: U8S8 98.73 %, U8S8 with reduce_range 99.77 %
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): agreement with fp32 on the 10,000 test images: U8S8 99.76 %, U8S8 with reduce_range 99.67 %
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): agreement with fp32 on the 10,000 test images: U8S8 99.68 %, U8S8 with reduce_range 99.77 %
-# <!-- /reference -->
+# On x86 every U8S8 compute op runs on an integer kernel, <!-- claim: u8s8-all-integer --> and about
+# half of S8S8's do; <!-- claim: s8s8-half-integer --> the others are dequantized and multiplied in
+# float, paying for the conversion and getting no integer arithmetic. That is where S8S8's
+# slowdown comes from.
 
 # %%
 SATURATES = cl.u8s8_can_saturate()
-u8, rr, s8 = scored["QDQ U8S8"], scored["QDQ U8S8, reduce_range"], scored["QDQ S8S8"]
 print(f"this machine: {cl.hardware.cpu_summary()}; U8S8 {'can' if SATURATES else 'cannot'} saturate here")
-on_x86 = dict(applies=X86, scope="x86")
-quarter = max(s.size_ratio for s in scored.values()) < 0.3
-cl.claim("All three files are about a quarter of fp32's size", quarter, depends="runtime")
-cl.claim(
-    "U8S8 runs faster than fp32 at batch 64",
-    u8.latency.speedup_at_least(1.0),
-    u8.cell("speed b64"),
-    **on_x86,
-    depends="speed",
-)
-cl.claim(
-    "S8S8 runs slower than fp32 at batch 64",
-    s8.latency.speedup_high < 1,
-    s8.cell("speed b64"),
-    **on_x86,
-    depends="speed",
-)
-gain = rr.parity.compare(u8.parity, "agreement")  # reduce_range minus full range, on the same images
-kept, no_gain = not gain.is_noise and gain.points > 0, gain.is_noise or gain.points < 0
-no_vnni = dict(applies=SATURATES, scope="x86 without VNNI")
-cl.claim(
-    "reduce_range keeps agreement that full-range weights lose",
-    kept,
-    str(gain),
-    **no_vnni,
-    depends=("cpu", "weights"),
-)
-cannot = dict(applies=not SATURATES, scope="CPUs whose U8S8 kernels cannot saturate")
-cl.claim("reduce_range does not raise agreement", no_gain, str(gain), **cannot, depends=("cpu", "weights"))
+ran = {name: kernels.kernels(s.path, threads=THREADS) for name, s in scored.items()}
+display(Markdown(measure.markdown_table(kernels.kernel_rows(ran))))
+
+# %%
+cl.verify("03.3", scored=scored, ran=ran)
 
 # %% [markdown]
 # **The choice for the rest of this lesson** follows ONNX Runtime's guidance for the CPU it runs
@@ -393,72 +306,17 @@ production, prod = choices[PRODUCTION], scored[PRODUCTION]
 print(f"The rest of this lesson quantizes as {PRODUCTION}: agreement {prod.parity.agreement_text()}")
 
 # %% [markdown]
-# ### What ONNX Runtime really runs
-#
-# A quantized file is a request; the session decides what runs. Its graph optimizer fuses each
-# `DequantizeLinear → Conv → QuantizeLinear` into one integer **QLinearConv** where it has a kernel
-# for those types, and leaves the rest in float. `kernels.kernels(path)` reads the compute ops (the
-# convolutions and the final `Gemm`) of the graph the session executes.
-#
-# *Jargon:* **QLinearConv** is ONNX's integer convolution: quantized input, weights and output,
-# each with its scale and zero point. **Kernel coverage** is the share of compute ops that run on
-# integer kernels in the graph the session executes.
-#
-# On x86 every U8S8 compute op runs on an integer kernel, and only about half of S8S8's do: the
-# others are dequantized and multiplied in float, paying for the conversion and getting no integer
-# arithmetic. That is where S8S8's slowdown comes from.
-#
-# <!-- reference-claim: Every U8S8 compute op runs on an integer kernel -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
-# <!-- /reference -->
-#
-# <!-- reference-claim: S8S8 runs fewer compute ops on integer kernels than U8S8 -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
-# <!-- /reference -->
-#
-# <!-- reference: S8S8 ran {s8s8_integer_ops} of {compute_ops} compute ops on integer kernels -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): S8S8 ran 10 of 21 compute ops on integer kernels
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): S8S8 ran 10 of 21 compute ops on integer kernels
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): S8S8 ran 10 of 21 compute ops on integer kernels
-# <!-- /reference -->
-
-# %%
-ran = {name: kernels.kernels(s.path, threads=THREADS) for name, s in scored.items()}
-display(Markdown(measure.markdown_table(kernels.kernel_rows(ran))))
-k_u8, k_s8 = ran["QDQ U8S8"], ran["QDQ S8S8"]
-print(
-    f"this machine: U8S8 {k_u8.integer_count} and S8S8 {k_s8.integer_count} of {k_u8.compute_count} on integer kernels"
-)
-cl.claim(
-    "Every U8S8 compute op runs on an integer kernel",
-    k_u8.integer_count == k_u8.compute_count,
-    applies=X86,
-    scope="x86",
-    depends=("cpu", "runtime"),
-)
-cl.claim(
-    "S8S8 runs fewer compute ops on integer kernels than U8S8",
-    k_s8.integer_count < k_u8.integer_count,
-    f"{k_s8.integer_count} against {k_u8.integer_count}",
-    applies=X86,
-    scope="x86",
-    depends=("cpu", "runtime"),
-)
-
-# %% [markdown]
-# **On ARM** (Apple Silicon, Graviton, other ARM Linux), the lines above about x86 say "not for
-# this CPU", and the advice differs. ONNX Runtime's graph optimizer fuses int8-activation (S8S8)
-# groups into integer ops on ARM as well (`QDQIsInt8Allowed()` holds only there), and with the dot
-# product MLAS has a kernel for each: U8S8 on UDOT (after shifting the weights by 128), S8S8 on
-# SDOT, both adding into 32-bit sums. So on ARM nothing saturates, `reduce_range` buys nothing, and
-# S8S8 can run as fast as U8S8 or faster: quantize without `reduce_range`, and time both files
-# (this section's table does) before you choose. Lesson 05 shows what your CPU has.
+# **On ARM** (Apple Silicon, Graviton, other ARM Linux) the advice differs. ONNX Runtime's graph
+# optimizer fuses int8-activation (S8S8) groups into integer ops on ARM as well
+# (`QDQIsInt8Allowed()` holds only there), and with the dot product its MLAS library has a kernel
+# for each type pair: U8S8 on UDOT (after shifting the weights by 128), S8S8 on SDOT, each adding
+# into 32-bit sums. <!-- setting --> So on ARM nothing saturates and `reduce_range` buys nothing: quantize
+# without it, and time the U8S8 and S8S8 files (this section's table does) before you choose.
 #
 # ## 4. The silent killer: calibrating on the wrong data
 #
-# The calibration set must go through the **production** preprocessing. Three realistic mistakes,
-# each of which keeps shape and dtype, so no check can catch it:
+# The calibration set must go through the **production** preprocessing. Three realistic mistakes
+# keep shape and dtype, so no input check can catch them:
 #
 # - **training-time augmentation**: calibrating from the training data loader, with random crops,
 #   flips and brightness changes;
@@ -495,32 +353,23 @@ def not_normalised(images):
 
 
 # %% [markdown]
-# Calibrate with each, then measure two things on correctly preprocessed test images: accuracy
-# and agreement, and the share of real activation values that fall outside the calibrated ranges.
+# Calibrate with each, then measure on correctly preprocessed test images: accuracy, agreement,
+# and the share of real activation values outside the calibrated ranges.
 #
 # *Jargon:* a value outside its tensor's calibrated range is stored as the range's end: it
 # **saturates**. `calibration.quantized_ranges(path)` reads each tensor's range back from the INT8
-# file; `calibration.saturation` counts the values of 300 test images outside them.
+# file; `scoring.saturated_share` counts the values of 300 test images outside them.
 #
-# A wrong normalisation shifts and scales every input, so the calibrated ranges no longer cover
-# the real ones: real values saturate from the first layer on, and accuracy falls. With no
-# normalisation at all, accuracy falls far:
+# A wrong normalisation shifts and scales the inputs, so the calibrated ranges no longer cover the
+# real ones: real values saturate from the first layer on. Calibrating without normalisation costs
+# accuracy. <!-- claim: unnormalised-costs --> Augmentation is subtler: brightness jitter and shifts
+# *widen* the ranges, so little saturates; the cost is coarser steps, which costs agreement or
+# stays within the noise. <!-- claim: augmented-noise-or-costs -->
 #
-# <!-- reference-claim: Calibrating without normalisation costs accuracy -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
+# <!-- reference: calibrated without normalisation, accuracy {trap_not_normalised_accuracy:.2f} %
+# (production preprocessing {trap_production_accuracy:.2f} %) -->
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** calibrated without normalisation, accuracy 38.67 % (production preprocessing 91.70 %); **Zen 4 (VNNI)** calibrated without normalisation, accuracy 44.00 % (production preprocessing 91.49 %); **Xeon (AMX)** calibrated without normalisation, accuracy 37.85 % (production preprocessing 91.53 %) (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
-#
-# <!-- reference: calibrated without normalisation: accuracy {trap_not_normalised_accuracy:.2f} %
-# (with the production preprocessing {trap_production_accuracy:.2f} %) -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): calibrated without normalisation: accuracy 38.67 % (with the production preprocessing 91.70 %)
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): calibrated without normalisation: accuracy 44.00 % (with the production preprocessing 91.49 %)
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): calibrated without normalisation: accuracy 37.85 % (with the production preprocessing 91.53 %)
-# <!-- /reference -->
-#
-# Augmentation is subtler: brightness jitter and shifts *widen* the ranges, so little saturates;
-# the cost is coarser steps for every value, which can only cost agreement or leave it within the
-# noise.
 
 # %%
 trap = {}
@@ -541,39 +390,17 @@ for name, s in trap.items():
     trap_rows.append({"calibration preprocessing": name, **saturation, **s.row("accuracy", "agreement")})
 display(Markdown(measure.markdown_table(trap_rows)))
 
-# %%
-right, wrong = trap["preprocess"], trap["not_normalised"]
-low, high = wrong.parity.accuracy_change_interval()
-accuracies = (
-    f"not normalised {wrong.parity.candidate_accuracy:.2%}, production {right.parity.candidate_accuracy:.2%}"
-)
-print(f"this machine: {accuracies}")
-cl.claim(
-    "Calibrating without normalisation costs accuracy",
-    high < 0,
-    f"{low:+.2f} to {high:+.2f} points",
-    depends=("weights", "data"),
-)
-wider = trap["augmented"].parity.compare(right.parity, "agreement")
-cl.claim(
-    "Augmented calibration costs agreement or stays within the noise",
-    wider.is_noise or wider.points < 0,
-    str(wider),
-    depends=("weights", "data"),
-)
-
 # %% [markdown]
-# Every one of these models was written without an error or a warning. The only defence is to
-# calibrate through the production code path, then verify on held-out data (lesson 04).
+# No error and no warning came from any of these calls. The only defence is to calibrate through
+# the production code path, then verify on held-out data (lesson 04).
 #
-# **One kind of image only.** A subtler mistake keeps the preprocessing right and picks
-# unrepresentative images. Seed 004 (the conceptual article "Quantization", see lesson 00's
-# sources): "A calibration sample containing only short, easy inputs may poorly represent the
-# activation ranges encountered on other workloads." A narrow but realistic set: one class only,
-# the calibration pool's sandals. Against as many images drawn without looking, more real values
-# saturate, yet accuracy and agreement move by no more than the noise: every class shows the large
-# values that set this model's ranges. Do not count on that for your model: calibrate on data drawn
-# like what the model will see.
+# **One kind of image only.** Seed 004 (the conceptual article "Quantization"): "A calibration
+# sample containing only short, easy inputs may poorly represent the activation ranges encountered
+# on other workloads." <!-- quote --> A narrow but realistic set here: one class only, the pool's sandals.
+# Against as many images drawn without looking, more real values saturate, <!-- claim: one-class-saturates -->
+# yet agreement moves by no more than the noise: <!-- claim: one-class-noise --> on this model
+# the large values that set the ranges show up in sandals too. Do not count on that for your
+# model: calibrate on data drawn like what the model will see.
 
 # %%
 sandals = np.flatnonzero(calib_labels == 5)  # class 5 of Fashion-MNIST: sandal
@@ -588,21 +415,15 @@ for label, idx in narrow.items():
     row = {"calibration images": f"{label} ({len(idx)})", "values saturated": f"{narrow_share[label]:.4%}"}
     narrow_rows.append({**row, **s.row("accuracy", "agreement")})
 display(Markdown(measure.markdown_table(narrow_rows)))
-moved = narrow_scored["sandals only"].parity.compare(narrow_scored["first images of the pool"].parity)
-more = narrow_share["sandals only"] > narrow_share["first images of the pool"]
-cl.claim("Calibrating on one class lets more real values saturate", more, depends=("weights", "data"))
-cl.claim(
-    "Agreement moves by no more than the noise",
-    moved.is_noise,
-    str(moved),
-    depends=("weights", "data", "cpu"),
-)
+
+# %%
+cl.verify("03.4", trap=trap, narrow_scored=narrow_scored, narrow_share=narrow_share)
 
 # %% [markdown]
 # ## 5. Dynamic or static?
 #
-# Seed 002 (the lesson page "ONNX Runtime for Engineers — Quantization", see lesson 00's sources)
-# sums up the choice in a table, quoted here as written:
+# Seed 002 (the lesson page "ONNX Runtime for Engineers — Quantization") sums up the choice in a
+# table, quoted here as written:
 #
 # > **Quote** (seed 002, not measured here):
 # >
@@ -615,49 +436,33 @@ cl.claim(
 # > | When to use | quick win, cold-start limits, transformer weights | edge / mobile / CPU serving default |
 #
 # On the ResNet18 the gap is larger than "moderate" against "larger": dynamic INT8 runs several
-# times *slower* than fp32 (lesson 02b profiles its `ConvInteger` kernel), static INT8 faster.
+# times *slower* than fp32 <!-- claim: dynamic-several-times-slower --> (lesson 02b profiles its
+# `ConvInteger` kernel), and static INT8 several times faster than dynamic. <!-- claim: static-several-times-dynamic -->
 #
-# <!-- reference-claim: Static INT8 runs faster than dynamic INT8 on the ResNet18 -->
-# *Reference runs* (the course's stored checks of this sentence): held on **AMD EPYC Zen 3, AVX2 only** (commit ae384a0) and **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b); not checked yet on **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c).
-# <!-- /reference -->
-#
-# <!-- reference: dynamic INT8 ran at {dynamic_speedup_b64:.2f}x fp32's speed at batch 64, static INT8
-# (the variant this lesson ships on that CPU) at {static_speedup_b64:.2f}x -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): dynamic INT8 ran at 0.17x fp32's speed at batch 64, static INT8 (the variant this lesson ships on that CPU) at 1.60x
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): dynamic INT8 ran at 0.12x fp32's speed at batch 64, static INT8 (the variant this lesson ships on that CPU) at 1.45x
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): dynamic INT8 ran at 0.11x fp32's speed at batch 64, static INT8 (the variant this lesson ships on that CPU) at 1.38x
+# <!-- reference: dynamic INT8 {dynamic_speedup_b64:.2f}x fp32's speed at batch 64, static INT8
+# {static_speedup_b64:.2f}x -->
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** dynamic INT8 0.17x fp32's speed at batch 64, static INT8 1.60x; **Zen 4 (VNNI)** dynamic INT8 0.12x fp32's speed at batch 64, static INT8 1.45x; **Xeon (AMX)** dynamic INT8 0.11x fp32's speed at batch 64, static INT8 1.38x (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 #
 # Lesson 02b's call (uint8 weights, which ONNX Runtime's CPU `ConvInteger` needs), on the
-# pre-processed model, scored on the first 2,000 test images (dynamic is slow):
+# pre-processed model, scored on the first 2,000 test images (dynamic is slow), timed in turn with
+# the static file and fp32:
 
 # %%
 resnet_dynamic = work / "resnet18.dynamic.onnx"
 quantize_dynamic(pre, resnet_dynamic, weight_type=QuantType.QUInt8)
-dynamic = scoring.score(
-    "dynamic (QUInt8)", resnet_dynamic, test, n=2000, timed_batch=64, weight_type="QUInt8"
-)
+dynamic = scoring.score("dynamic (QUInt8)", resnet_dynamic, test, n=2000, weight_type="QUInt8")
+scoring.time_in_turn([dynamic, prod], test, batch=64)
 static_on_same = prod.parity_on(test, 2000)
 decision = [
     {"": "data needed", "dynamic": "none", "static (QDQ)": f"{len(reader):,} calibration images"},
-    {
-        "": "agreement (first 2,000)",
-        "dynamic": dynamic.parity.agreement_text(),
-        "static (QDQ)": static_on_same.agreement_text(),
-    },
+    {"": "agreement (first 2,000)", "dynamic": dynamic.parity.agreement_text(), "static (QDQ)": static_on_same.agreement_text()},
     {"": "speed at batch 64", "dynamic": dynamic.cell("speed b64"), "static (QDQ)": prod.cell("speed b64")},
 ]
 display(Markdown(measure.markdown_table(decision)))
-print(f"this machine: dynamic {dynamic.speedup:.2f}x, static {prod.speedup:.2f}x fp32's speed")
-cl.claim(
-    "Static INT8 runs faster than dynamic INT8 on the ResNet18",
-    prod.latency.speedup_clearly_above(dynamic.latency),
-    depends="speed",
-)
-cl.claim(
-    "Dynamic INT8 runs slower than fp32 on the ResNet18", dynamic.latency.speedup_high < 1, depends="speed"
-)
+
+# %%
+cl.verify("03.5", dynamic=dynamic, prod=prod, production=PRODUCTION)
 
 # %% [markdown]
 # ## 6. Summary
@@ -668,15 +473,12 @@ cl.claim(
 # - A `CalibrationDataReader` feeds `{input_name: batch}` dicts until it returns `None`; feed it
 #   production-preprocessed inputs, and check them before calibrating.
 # - On x86, quantize U8S8: QUInt8 activations, QInt8 per-channel weights, and `reduce_range=True`
-#   where the CPU lacks VNNI (`cl.u8s8_can_saturate()`). S8S8 runs slower than fp32 on x86.
-# - The file is a request: `kernels.kernels` reads the graph the session really runs, which layers
-#   became integer kernels, with which types, and which stayed float.
-# - The wrong preprocessing ruins a model silently; verify every quantized model on held-out data.
+#   where the CPU lacks VNNI (`cl.u8s8_can_saturate()`). S8S8 runs slower than fp32 on x86. <!-- claim: s8s8-slower -->
+# - The file is a request: `kernels.kernels` reads the graph the session really runs.
+# - The wrong preprocessing ruins a model silently; verify each quantized model on held-out data.
 # - On a convolutional network, static INT8 pays where dynamic INT8 does not.
 #
-# **Optional next: 03b**, the calibration deep dive: MinMax, Entropy and Percentile (with the
-# calibration explorer), how many calibration images and how much memory they take, and QDQ against
-# QOperator drawn beside the graph the session runs. Then lesson 04 (parity).
+# **Optional next: 03b**, the calibration deep dive. Then lesson 04 (parity).
 #
 # ## Exercises
 #
@@ -718,23 +520,24 @@ answer_2 = MyReader(calib_images[:40])  # solution
 cl.checks.check_reader(answer_2, cl.DatasetReader(pre, count=40, batch_size=10))
 
 # %% [markdown]
-# **3.** The table of section 4 gave the share of the *input* pixels that saturate in each model.
-# Deeper in the network it differs. In the model calibrated without normalisation
-# (`trap["not_normalised"].path`), what fraction of the values of the last tensor the network
-# computes before its classifier, `graph_tensors[-1]`, saturate on the 300 test images in `real`?
-# Read that tensor's range with `calibration.quantized_ranges(path)[name]` and use
-# `calibration.clipped_fraction`. Then say in a sentence why it is not the input's share.
+# **3. Predict, then compute.** Section 4's table gave the share of the *input* pixels that saturate
+# in each model. In the model calibrated without normalisation (`trap["not_normalised"].path`),
+# will the last tensor before the classifier, `graph_tensors[-1]`, saturate on a larger or a
+# smaller share of its values than the input did? Write "larger" or "smaller" in `answer_3_guess`,
+# then compute the share for the 300 test images in `real`: read the tensor's range with
+# `calibration.quantized_ranges(path)[name]` and use `calibration.clipped_fraction`.
 
 # %%
 bad_path, last = trap["not_normalised"].path, graph_tensors[-1]
+answer_3_guess = "smaller"  # solution
 answer_3 = calibration.clipped_fraction(real[last], *calibration.quantized_ranges(bad_path)[last])  # solution
-cl.checks.check_saturated_share(answer_3, real[last], bad_path, last)
+cl.checks.check_saturated_share(answer_3_guess, answer_3, real, bad_path, last)
 
 # %% [markdown]
 # **4. Predict, then check.** Section 3 counted the integer kernels of the three static files;
 # section 5's dynamic file (`dynamic.path`) was timed but not counted. Of its compute ops, how many
-# run on integer kernels on this CPU? It runs several times slower than fp32: does that mean few?
-# Write your guess in `answer_4_guess` first. Then count them from the graph the session runs,
+# run on integer kernels on this CPU? Its speed (section 5) is one clue, and may mislead. Write
+# your guess in `answer_4_guess` first. Then count them from the graph the session runs,
 # `kernels.kernels(path).integer_count`, in `answer_4`.
 
 # %%
@@ -742,48 +545,9 @@ answer_4_guess = 21  # solution
 answer_4 = kernels.kernels(dynamic.path).integer_count  # solution
 cl.checks.check_integer_kernels(answer_4_guess, answer_4, dynamic.path)
 
-# %% [markdown]
-# ## Save this lesson's figures (bookkeeping)
-#
-# One entry per ResNet18 variant in the course's results store, for `python -m course_lib report`
-# and lesson 06's table (the report reads the production variant's speed and size), and the
-# figures the reference blocks above quote.
-
 # %%
 named = {
     **{s.name: s for s in (*scored.values(), dynamic)},
     **{f"{PRODUCTION}, {s.name}": s for s in (*trap.values(), *narrow_scored.values())},
 }
-for name, s in named.items():
-    options = {key: getattr(value, "name", value) for key, value in s.options.items()}
-    metrics = {
-        "accuracy": s.parity.candidate_accuracy,
-        "fp32_accuracy": s.parity.reference_accuracy,
-        "agreement": s.parity.agreement,
-        "size_ratio": s.size_ratio,
-        "speedup_b64": s.speedup,
-    }
-    measure.record("03", "fashion_resnet18", name, metrics, options=options, path=s.path)
-print(f"{len(named)} variants recorded in {measure.results_path()}")
-
-# %%
-cl.save_figures(
-    "03",
-    {
-        "u8s8_speedup_b64": u8.speedup,
-        "u8s8_rr_speedup_b64": rr.speedup,
-        "s8s8_speedup_b64": s8.speedup,
-        "u8s8_agreement": 100 * u8.parity.agreement,
-        "u8s8_rr_agreement": 100 * rr.parity.agreement,
-        "s8s8_agreement": 100 * s8.parity.agreement,
-        "s8s8_integer_ops": k_s8.integer_count,
-        "u8s8_integer_ops": k_u8.integer_count,
-        "compute_ops": k_u8.compute_count,
-        "production": PRODUCTION,
-        "trap_not_normalised_accuracy": 100 * wrong.parity.candidate_accuracy,
-        "trap_production_accuracy": 100 * right.parity.candidate_accuracy,
-        "dynamic_speedup_b64": dynamic.speedup,
-        "static_speedup_b64": prod.speedup,
-    },
-    timed=[f"{k}_speedup_b64" for k in ("u8s8", "u8s8_rr", "s8s8", "dynamic", "static")],
-)
+cl.end_lesson("03", named=named)

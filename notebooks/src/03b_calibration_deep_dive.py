@@ -186,10 +186,7 @@ explorer = calibration_explorer(values, {name: ranges[name] for name in shown}, 
 #
 # <!-- reference: agreement with fp32 on the 10,000 test images: MinMax {minmax_agreement:.2f} %,
 # Percentile 99.999 {percentile_agreement:.2f} %, Entropy with 2,048 bins {entropy2048_agreement:.2f} % -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): agreement with fp32 on the 10,000 test images: MinMax 99.77 %, Percentile 99.999 99.68 %, Entropy with 2,048 bins 97.18 %
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): agreement with fp32 on the 10,000 test images: MinMax 99.76 %, Percentile 99.999 99.78 %, Entropy with 2,048 bins 95.23 %
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): agreement with fp32 on the 10,000 test images: MinMax 99.68 %, Percentile 99.999 99.74 %, Entropy with 2,048 bins 96.35 %
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** agreement with fp32 on the 10,000 test images: MinMax 99.77 %, Percentile 99.999 99.68 %, Entropy with 2,048 bins 97.18 %; **Zen 4 (VNNI)** agreement with fp32 on the 10,000 test images: MinMax 99.76 %, Percentile 99.999 99.78 %, Entropy with 2,048 bins 95.23 %; **Xeon (AMX)** agreement with fp32 on the 10,000 test images: MinMax 99.68 %, Percentile 99.999 99.74 %, Entropy with 2,048 bins 96.35 % (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%
@@ -307,10 +304,7 @@ cl.claim(
 # <!-- reference: peak memory calibration added, 50 and then 500 images: MinMax {mm_mb_50:.0f} and
 # {mm_mb_500:.0f} MB; Percentile {pct_mb_50:.0f} and {pct_mb_500:.0f} MB without a stride,
 # {pct_mb_50_strided:.0f} and {pct_mb_500_strided:.0f} MB with a stride of 50 -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): peak memory calibration added, 50 and then 500 images: MinMax 186 and 187 MB; Percentile 188 and 473 MB without a stride, 179 and 178 MB with a stride of 50
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): peak memory calibration added, 50 and then 500 images: MinMax 187 and 187 MB; Percentile 178 and 479 MB without a stride, 178 and 178 MB with a stride of 50
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): peak memory calibration added, 50 and then 500 images: MinMax 179 and 179 MB; Percentile 180 and 480 MB without a stride, 180 and 182 MB with a stride of 50
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** peak memory calibration added, 50 and then 500 images: MinMax 186 and 187 MB; Percentile 188 and 473 MB without a stride, 179 and 178 MB with a stride of 50; **Zen 4 (VNNI)** peak memory calibration added, 50 and then 500 images: MinMax 187 and 187 MB; Percentile 178 and 479 MB without a stride, 178 and 178 MB with a stride of 50; **Xeon (AMX)** peak memory calibration added, 50 and then 500 images: MinMax 179 and 179 MB; Percentile 180 and 480 MB without a stride, 180 and 182 MB with a stride of 50 (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%

@@ -103,10 +103,7 @@ THREADS = 2
 #   "mean 0.5, std 0.5" instead of the production preprocessing.
 #
 # <!-- reference: the production choice was '{production_choice}' -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): the production choice was 'per-channel, reduce_range'
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the production choice was 'per-channel'
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): the production choice was 'per-channel'
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** the production choice was 'per-channel, reduce_range'; **Zen 4 (VNNI)** the production choice was 'per-channel'; **Xeon (AMX)** the production choice was 'per-channel' (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%
@@ -245,10 +242,7 @@ cl.claim(
 # <!-- reference: one accuracy on the 500 validation images: ±{one_accuracy_val_halfwidth:.1f}
 # points; the production choice minus fp32 on the 10,000 test images, paired:
 # {main_paired_low:+.2f} to {main_paired_high:+.2f} points -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): one accuracy on the 500 validation images: ±2.3 points; the production choice minus fp32 on the 10,000 test images, paired: -0.07 to +0.11 points
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): one accuracy on the 500 validation images: ±2.4 points; the production choice minus fp32 on the 10,000 test images, paired: -0.11 to +0.07 points
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): one accuracy on the 500 validation images: ±2.3 points; the production choice minus fp32 on the 10,000 test images, paired: -0.10 to +0.12 points
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** one accuracy on the 500 validation images: ±2.3 points; the production choice minus fp32 on the 10,000 test images, paired: -0.07 to +0.11 points; **Zen 4 (VNNI)** one accuracy on the 500 validation images: ±2.4 points; the production choice minus fp32 on the 10,000 test images, paired: -0.11 to +0.07 points; **Xeon (AMX)** one accuracy on the 500 validation images: ±2.3 points; the production choice minus fp32 on the 10,000 test images, paired: -0.10 to +0.12 points (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 
@@ -301,10 +295,7 @@ cl.claim(
 #
 # <!-- reference: accuracy drop and agreement: the production choice {main_drop:+.2f} points,
 # {main_agreement:.2f} %; weak calibration {weak_drop:+.2f} points, {weak_agreement:.2f} % -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): accuracy drop and agreement: the production choice -0.02 points, 99.77 %; weak calibration +3.02 points, 93.64 %
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): accuracy drop and agreement: the production choice +0.02 points, 99.76 %; weak calibration +2.52 points, 94.06 %
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): accuracy drop and agreement: the production choice -0.01 points, 99.68 %; weak calibration +2.35 points, 94.33 %
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** accuracy drop and agreement: the production choice -0.02 points, 99.77 %; weak calibration +3.02 points, 93.64 %; **Zen 4 (VNNI)** accuracy drop and agreement: the production choice +0.02 points, 99.76 %; weak calibration +2.52 points, 94.06 %; **Xeon (AMX)** accuracy drop and agreement: the production choice -0.01 points, 99.68 %; weak calibration +2.35 points, 94.33 % (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%
@@ -553,10 +544,7 @@ cl.claim(
 # <!-- reference: the production choice ran at {main_speedup_b64:.2f}x
 # ({main_speedup_low:.2f}–{main_speedup_high:.2f}) fp32's throughput at batch 64; course target:
 # {main_target} -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): the production choice ran at 1.55x (1.46–1.68) fp32's throughput at batch 64; course target: unsettled
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the production choice ran at 1.48x (1.42–1.54) fp32's throughput at batch 64; course target: unsettled
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): the production choice ran at 1.39x (1.38–1.40) fp32's throughput at batch 64; course target: ✘
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** the production choice ran at 1.55x (1.46–1.68) fp32's throughput at batch 64; course target: unsettled; **Zen 4 (VNNI)** the production choice ran at 1.48x (1.42–1.54) fp32's throughput at batch 64; course target: unsettled; **Xeon (AMX)** the production choice ran at 1.39x (1.38–1.40) fp32's throughput at batch 64; course target: ✘ (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 #
 # When no variant meets every target, "none" is not an answer: name the trades and let the

@@ -147,10 +147,7 @@ print(f"yours: {cl.hardware.cpu_summary()}; the production choice here is '{MAIN
 #
 # <!-- reference: weak calibration's weakest class was {worst_class} ({worst_class_change:+.1f}
 # points, against a drop of {weak_drop:.2f} points overall) -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): weak calibration's weakest class was Coat (-30.5 points, against a drop of 3.02 points overall)
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): weak calibration's weakest class was Coat (-29.4 points, against a drop of 2.52 points overall)
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): weak calibration's weakest class was Coat (-23.9 points, against a drop of 2.35 points overall)
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** weak calibration's weakest class was Coat (-30.5 points, against a drop of 3.02 points overall); **Zen 4 (VNNI)** weak calibration's weakest class was Coat (-29.4 points, against a drop of 2.52 points overall); **Xeon (AMX)** weak calibration's weakest class was Coat (-23.9 points, against a drop of 2.35 points overall) (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 
@@ -420,10 +417,7 @@ cl.claim(
 # <!-- reference: largest drift on the grid: {mlp_grid_drift_inside:.2f} inside the training
 # range, {mlp_grid_drift_outside:.1f} outside it; on the test set {mlp_test_max_drift:.2f}, on the
 # edge set {mlp_edge_max_drift:.1f} -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): largest drift on the grid: 1.23 inside the training range, 50.0 outside it; on the test set 3.49, on the edge set 69.3
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): largest drift on the grid: 1.23 inside the training range, 50.0 outside it; on the test set 3.49, on the edge set 69.3
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): largest drift on the grid: 1.23 inside the training range, 50.0 outside it; on the test set 3.49, on the edge set 69.3
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** largest drift on the grid: 1.23 inside the training range, 50.0 outside it; on the test set 3.49, on the edge set 69.3; **Zen 4 (VNNI)** largest drift on the grid: 1.23 inside the training range, 50.0 outside it; on the test set 3.49, on the edge set 69.3; **Xeon (AMX)** largest drift on the grid: 1.23 inside the training range, 50.0 outside it; on the test set 3.49, on the edge set 69.3 (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%

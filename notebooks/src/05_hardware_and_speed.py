@@ -241,10 +241,7 @@ print(f"measure.latency_from_samples gives the same median, p10 and p90: {same}"
 #
 # <!-- reference: the S8S8 per-channel file ran {s8s8_integer_ops} of its {compute_ops} compute ops
 # on integer kernels -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): the S8S8 per-channel file ran 10 of its 21 compute ops on integer kernels
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the S8S8 per-channel file ran 10 of its 21 compute ops on integer kernels
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): the S8S8 per-channel file ran 10 of its 21 compute ops on integer kernels
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** the S8S8 per-channel file ran 10 of its 21 compute ops on integer kernels; **Zen 4 (VNNI)** the S8S8 per-channel file ran 10 of its 21 compute ops on integer kernels; **Xeon (AMX)** the S8S8 per-channel file ran 10 of its 21 compute ops on integer kernels (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%
@@ -555,10 +552,7 @@ cl.claim(
 #
 # <!-- reference: with full-range weights, {sat_pairs_full:,} pair sums saturated, of
 # {sat_pairs_total:,} -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): with full-range weights, 72,364 pair sums saturated, of 283,377,664
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): with full-range weights, 72,593 pair sums saturated, of 283,377,664
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): with full-range weights, 65,984 pair sums saturated, of 283,377,664
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** with full-range weights, 72,364 pair sums saturated, of 283,377,664; **Zen 4 (VNNI)** with full-range weights, 72,593 pair sums saturated, of 283,377,664; **Xeon (AMX)** with full-range weights, 65,984 pair sums saturated, of 283,377,664 (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%
@@ -611,10 +605,7 @@ cl.claim(
 #
 # <!-- reference: agreement with fp32 on 2,000 test images: {agreement_full:.2f} % with full-range
 # weights, {agreement_rr:.2f} % with reduce_range -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): agreement with fp32 on 2,000 test images: 98.90 % with full-range weights, 99.90 % with reduce_range
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): agreement with fp32 on 2,000 test images: 99.95 % with full-range weights, 99.65 % with reduce_range
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): agreement with fp32 on 2,000 test images: 99.75 % with full-range weights, 99.75 % with reduce_range
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** agreement with fp32 on 2,000 test images: 98.90 % with full-range weights, 99.90 % with reduce_range; **Zen 4 (VNNI)** agreement with fp32 on 2,000 test images: 99.95 % with full-range weights, 99.65 % with reduce_range; **Xeon (AMX)** agreement with fp32 on 2,000 test images: 99.75 % with full-range weights, 99.75 % with reduce_range (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%

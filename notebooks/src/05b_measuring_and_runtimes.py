@@ -170,10 +170,7 @@ display(Markdown(measure.markdown_table(rows)))
 # <!-- reference: with a busy process while fp32 was timed, the careless loop gave
 # {careless_loaded_ratio:.2f}x; the careful loop {careful_ratio:.2f}x ({careful_low:.2f}–{careful_high:.2f}),
 # and in turn under the same load {loaded_ratio:.2f}x ({loaded_low:.2f}–{loaded_high:.2f}) -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): with a busy process while fp32 was timed, the careless loop gave 4.76x; the careful loop 1.61x (1.54–1.65), and in turn under the same load 1.91x (1.80–2.04)
-# - **AMD EPYC Zen 4, AVX-512 VNNI**: not measured on this CPU yet.
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): with a busy process while fp32 was timed, the careless loop gave 4.08x; the careful loop 1.36x (1.32–1.41), and in turn under the same load 1.56x (1.39–1.69)
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** with a busy process while fp32 was timed, the careless loop gave 4.76x; the careful loop 1.61x (1.54–1.65), and in turn under the same load 1.91x (1.80–2.04); **Zen 4 (VNNI)** not measured yet; **Xeon (AMX)** with a busy process while fp32 was timed, the careless loop gave 4.08x; the careful loop 1.36x (1.32–1.41), and in turn under the same load 1.56x (1.39–1.69) (commits ae384a0, d8ad69b).
 # <!-- /reference -->
 
 
@@ -287,10 +284,7 @@ cl.claim(
 # <!-- reference: alone at batch 1, fp32 took {spin_fp32_on_ms:.2f} ms with spinning and
 # {spin_fp32_off_ms:.2f} ms without; INT8 {spin_int8_on_ms:.2f} and {spin_int8_off_ms:.2f} ms; the
 # ratio {spin_on_ratio:.2f}x with spinning, {spin_off_ratio:.2f}x without -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): alone at batch 1, fp32 took 0.63 ms with spinning and 1.08 ms without; INT8 0.58 and 0.79 ms; the ratio 1.08x with spinning, 1.38x without
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): alone at batch 1, fp32 took 1.11 ms with spinning and 1.54 ms without; INT8 0.51 and 0.53 ms; the ratio 2.17x with spinning, 2.89x without
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): alone at batch 1, fp32 took 0.52 ms with spinning and 0.88 ms without; INT8 0.53 and 0.64 ms; the ratio 0.97x with spinning, 1.38x without
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** alone at batch 1, fp32 took 0.63 ms with spinning and 1.08 ms without; INT8 0.58 and 0.79 ms; the ratio 1.08x with spinning, 1.38x without; **Zen 4 (VNNI)** alone at batch 1, fp32 took 1.11 ms with spinning and 1.54 ms without; INT8 0.51 and 0.53 ms; the ratio 2.17x with spinning, 2.89x without; **Xeon (AMX)** alone at batch 1, fp32 took 0.52 ms with spinning and 0.88 ms without; INT8 0.53 and 0.64 ms; the ratio 0.97x with spinning, 1.38x without (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%
@@ -380,10 +374,7 @@ cl.claim(
 # <!-- reference: kernel time per run at batch 64: fp32 {profile_fp32_ms:.1f} ms, {profile_fp32_share:.0f} %
 # in Conv; the production variant {profile_int8_ms:.1f} ms, {profile_int8_share:.0f} % in QLinearConv;
 # the dynamic file {profile_dynamic_ms:.1f} ms, {profile_dynamic_share:.0f} % in ConvInteger -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): kernel time per run at batch 64: fp32 33.2 ms, 99 % in Conv; the production variant 19.4 ms, 97 % in QLinearConv; the dynamic file 172.0 ms, 94 % in ConvInteger
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): kernel time per run at batch 64: fp32 21.7 ms, 99 % in Conv; the production variant 14.5 ms, 97 % in QLinearConv; the dynamic file 130.5 ms, 96 % in ConvInteger
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): kernel time per run at batch 64: fp32 16.2 ms, 99 % in Conv; the production variant 10.6 ms, 96 % in QLinearConv; the dynamic file 118.1 ms, 95 % in ConvInteger
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** kernel time per run at batch 64: fp32 33.2 ms, 99 % in Conv; the production variant 19.4 ms, 97 % in QLinearConv; the dynamic file 172.0 ms, 94 % in ConvInteger; **Zen 4 (VNNI)** kernel time per run at batch 64: fp32 21.7 ms, 99 % in Conv; the production variant 14.5 ms, 97 % in QLinearConv; the dynamic file 130.5 ms, 96 % in ConvInteger; **Xeon (AMX)** kernel time per run at batch 64: fp32 16.2 ms, 99 % in Conv; the production variant 10.6 ms, 96 % in QLinearConv; the dynamic file 118.1 ms, 95 % in ConvInteger (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%
@@ -905,10 +896,7 @@ def ov_run_of(name: str) -> str | None:
 # reference runs (file and settings):
 #
 # <!-- reference: OpenVINO {ov_version_short} refused {ov_refused} -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): OpenVINO 2026.4.1 refused none
-# - **AMD EPYC Zen 4, AVX-512 VNNI**: not measured on this CPU yet.
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): OpenVINO 2026.4.1 refused resnet18.static_S8S8_per-channel.onnx (default)
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** OpenVINO 2026.4.1 refused none; **Zen 4 (VNNI)** not measured yet; **Xeon (AMX)** OpenVINO 2026.4.1 refused resnet18.static_S8S8_per-channel.onnx (default) (commits ae384a0, d8ad69b).
 # <!-- /reference -->
 #
 # Where it refused the S8S8 file with its default precision, it said "No suitable
@@ -1222,10 +1210,7 @@ if openvino is not None:
 #
 # <!-- reference: at batch 64, OpenVINO's convolution layers took {ov_conv_ms:.1f} ms of kernel time,
 # ONNX Runtime's QLinearConv nodes {ort_qlinearconv_ms:.1f} ms, its QLinearAdd nodes {ort_qlinearadd_ms:.2f} ms -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): at batch 64, OpenVINO's convolution layers took 12.7 ms of kernel time, ONNX Runtime's QLinearConv nodes 20.8 ms, its QLinearAdd nodes 0.37 ms
-# - **AMD EPYC Zen 4, AVX-512 VNNI**: not measured on this CPU yet.
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): at batch 64, OpenVINO's convolution layers took 5.1 ms of kernel time, ONNX Runtime's QLinearConv nodes 9.9 ms, its QLinearAdd nodes 0.20 ms
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** at batch 64, OpenVINO's convolution layers took 12.7 ms of kernel time, ONNX Runtime's QLinearConv nodes 20.8 ms, its QLinearAdd nodes 0.37 ms; **Zen 4 (VNNI)** not measured yet; **Xeon (AMX)** at batch 64, OpenVINO's convolution layers took 5.1 ms of kernel time, ONNX Runtime's QLinearConv nodes 9.9 ms, its QLinearAdd nodes 0.20 ms (commits ae384a0, d8ad69b).
 # <!-- /reference -->
 
 # %%
@@ -1379,10 +1364,7 @@ if openvino is not None:
 #
 # <!-- reference: the seed's row for this CPU: "{seed_row}" ({seed_claim}); best ratio
 # {best_ratio:.2f}x ({best_low:.2f}–{best_high:.2f}), {best_case} -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): the seed's row for this CPU: "Older CPUs without VNNI" (Marginal); best ratio 1.65x (1.62–1.69), text encoder, 16 tokens
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the seed's row for this CPU: "Modern Intel CPU (Cascade Lake and later, VNNI)" (2–4x); best ratio 2.02x (1.83–2.42), text encoder, 128 tokens
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): the seed's row for this CPU: "Modern Intel CPU (Cascade Lake and later, VNNI)" (2–4x); best ratio 2.20x (2.09–2.25), text encoder, 16 tokens
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** the seed's row for this CPU: "Older CPUs without VNNI" (Marginal); best ratio 1.65x (1.62–1.69), text encoder, 16 tokens; **Zen 4 (VNNI)** the seed's row for this CPU: "Modern Intel CPU (Cascade Lake and later, VNNI)" (2–4x); best ratio 2.02x (1.83–2.42), text encoder, 128 tokens; **Xeon (AMX)** the seed's row for this CPU: "Modern Intel CPU (Cascade Lake and later, VNNI)" (2–4x); best ratio 2.20x (2.09–2.25), text encoder, 16 tokens (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%

@@ -207,10 +207,7 @@ del fp32_graph
 #
 # <!-- reference: worst sentence's cosine with fp32: 4-bit blocks of 128 {te_int4_b128_cos_min:.4f},
 # blocks of 32 {te_int4_b32_cos_min:.4f}, blocks of 32 symmetric {te_int4_b32_sym_cos_min:.4f} -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): worst sentence's cosine with fp32: 4-bit blocks of 128 0.9437, blocks of 32 0.9729, blocks of 32 symmetric 0.9602
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): worst sentence's cosine with fp32: 4-bit blocks of 128 0.9437, blocks of 32 0.9729, blocks of 32 symmetric 0.9602
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): worst sentence's cosine with fp32: 4-bit blocks of 128 0.9437, blocks of 32 0.9729, blocks of 32 symmetric 0.9602
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** worst sentence's cosine with fp32: 4-bit blocks of 128 0.9437, blocks of 32 0.9729, blocks of 32 symmetric 0.9602; **Zen 4 (VNNI)** worst sentence's cosine with fp32: 4-bit blocks of 128 0.9437, blocks of 32 0.9729, blocks of 32 symmetric 0.9602; **Xeon (AMX)** worst sentence's cosine with fp32: 4-bit blocks of 128 0.9437, blocks of 32 0.9729, blocks of 32 symmetric 0.9602 (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%
@@ -261,19 +258,13 @@ for sentence, higher, lower in (  # each sentence says that `higher` stays above
 # blocks of 32 with accuracy_level 4 at {te_int4_al4_b1:.2f}x. Peak memory running one sentence:
 # fp32 {te_fp32_peak_mb:.0f} MB, dynamic INT8 {te_dynamic_peak_mb:.0f} MB, 4-bit blocks of 32
 # {te_int4_b32_peak_mb:.0f} MB -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): one sentence of 128 tokens: dynamic INT8 ran at 1.52x fp32's speed; 4-bit blocks of 128 at 0.99x, blocks of 32 at 1.02x, blocks of 32 with accuracy_level 4 at 0.90x. Peak memory running one sentence: fp32 144 MB, dynamic INT8 42 MB, 4-bit blocks of 32 118 MB
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): one sentence of 128 tokens: dynamic INT8 ran at 1.67x fp32's speed; 4-bit blocks of 128 at 0.98x, blocks of 32 at 0.98x, blocks of 32 with accuracy_level 4 at 1.05x. Peak memory running one sentence: fp32 145 MB, dynamic INT8 43 MB, 4-bit blocks of 32 118 MB
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): one sentence of 128 tokens: dynamic INT8 ran at 1.65x fp32's speed; 4-bit blocks of 128 at 1.02x, blocks of 32 at 1.00x, blocks of 32 with accuracy_level 4 at 0.86x. Peak memory running one sentence: fp32 147 MB, dynamic INT8 46 MB, 4-bit blocks of 32 121 MB
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** one sentence of 128 tokens: dynamic INT8 ran at 1.52x fp32's speed; 4-bit blocks of 128 at 0.99x, blocks of 32 at 1.02x, blocks of 32 with accuracy_level 4 at 0.90x. Peak memory running one sentence: fp32 144 MB, dynamic INT8 42 MB, 4-bit blocks of 32 118 MB; **Zen 4 (VNNI)** one sentence of 128 tokens: dynamic INT8 ran at 1.67x fp32's speed; 4-bit blocks of 128 at 0.98x, blocks of 32 at 0.98x, blocks of 32 with accuracy_level 4 at 1.05x. Peak memory running one sentence: fp32 145 MB, dynamic INT8 43 MB, 4-bit blocks of 32 118 MB; **Xeon (AMX)** one sentence of 128 tokens: dynamic INT8 ran at 1.65x fp32's speed; 4-bit blocks of 128 at 1.02x, blocks of 32 at 1.00x, blocks of 32 with accuracy_level 4 at 0.86x. Peak memory running one sentence: fp32 147 MB, dynamic INT8 46 MB, 4-bit blocks of 32 121 MB (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 #
 # <!-- reference: one short sentence ({short_tokens} tokens, no padding): dynamic INT8 ran at
 # {te_dynamic_short:.2f}x fp32's speed; 4-bit blocks of 128 at {te_int4_b128_short:.2f}x, blocks
 # of 32 at {te_int4_b32_short:.2f}x, with accuracy_level 4 at {te_int4_al4_short:.2f}x -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): one short sentence (17 tokens, no padding): dynamic INT8 ran at 1.69x fp32's speed; 4-bit blocks of 128 at 0.95x, blocks of 32 at 0.92x, with accuracy_level 4 at 1.16x
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): one short sentence (17 tokens, no padding): dynamic INT8 ran at 1.61x fp32's speed; 4-bit blocks of 128 at 0.90x, blocks of 32 at 0.89x, with accuracy_level 4 at 1.13x
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): one short sentence (17 tokens, no padding): dynamic INT8 ran at 1.73x fp32's speed; 4-bit blocks of 128 at 0.93x, blocks of 32 at 0.92x, with accuracy_level 4 at 1.11x
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** one short sentence (17 tokens, no padding): dynamic INT8 ran at 1.69x fp32's speed; 4-bit blocks of 128 at 0.95x, blocks of 32 at 0.92x, with accuracy_level 4 at 1.16x; **Zen 4 (VNNI)** one short sentence (17 tokens, no padding): dynamic INT8 ran at 1.61x fp32's speed; 4-bit blocks of 128 at 0.90x, blocks of 32 at 0.89x, with accuracy_level 4 at 1.13x; **Xeon (AMX)** one short sentence (17 tokens, no padding): dynamic INT8 ran at 1.73x fp32's speed; 4-bit blocks of 128 at 0.93x, blocks of 32 at 0.92x, with accuracy_level 4 at 1.11x (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%
@@ -387,10 +378,7 @@ print("opset of the A16W8 file:", *opsets)
 # <!-- reference: at batch 64, A16W8 ran at {a16w8_speedup_b64:.2f}x fp32's speed, with
 # {a16w8_integer_ops} of {resnet_compute_ops} compute ops on integer kernels; lesson 03's 8-bit
 # variant for that CPU ran at {a8w8_speedup_b64:.2f}x -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): at batch 64, A16W8 ran at 0.37x fp32's speed, with 0 of 21 compute ops on integer kernels; lesson 03's 8-bit variant for that CPU ran at 1.63x
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): at batch 64, A16W8 ran at 0.22x fp32's speed, with 0 of 21 compute ops on integer kernels; lesson 03's 8-bit variant for that CPU ran at 1.38x
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): at batch 64, A16W8 ran at 0.14x fp32's speed, with 0 of 21 compute ops on integer kernels; lesson 03's 8-bit variant for that CPU ran at 1.36x
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** at batch 64, A16W8 ran at 0.37x fp32's speed, with 0 of 21 compute ops on integer kernels; lesson 03's 8-bit variant for that CPU ran at 1.63x; **Zen 4 (VNNI)** at batch 64, A16W8 ran at 0.22x fp32's speed, with 0 of 21 compute ops on integer kernels; lesson 03's 8-bit variant for that CPU ran at 1.38x; **Xeon (AMX)** at batch 64, A16W8 ran at 0.14x fp32's speed, with 0 of 21 compute ops on integer kernels; lesson 03's 8-bit variant for that CPU ran at 1.36x (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 #
 # We score the first 2,000 test images (the intervals say what that many images can tell), time

@@ -363,10 +363,7 @@ for i, (label, ops) in enumerate(
 # quantized {te_static_layernorm_cos_min:.4f}; file: static {te_static_mb:.1f} MB, dynamic
 # {te_dynamic_mb:.1f} MB; speed against fp32 at 1 and 16 sentences of 128 tokens: static
 # {te_static_b1:.2f}x and {te_static_b16:.2f}x, dynamic {te_dynamic_b1:.2f}x and {te_dynamic_b16:.2f}x -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): worst held-out sentence's cosine: representative calibration 0.9844, short sentences only 0.9716, with the LayerNorms quantized 0.7821; file: static 66.5 MB, dynamic 22.8 MB; speed against fp32 at 1 and 16 sentences of 128 tokens: static 1.34x and 1.13x, dynamic 1.32x and 1.41x
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): worst held-out sentence's cosine: representative calibration 0.9828, short sentences only 0.9764, with the LayerNorms quantized 0.7800; file: static 66.5 MB, dynamic 22.8 MB; speed against fp32 at 1 and 16 sentences of 128 tokens: static 1.37x and 1.60x, dynamic 1.67x and 2.07x
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): worst held-out sentence's cosine: representative calibration 0.9828, short sentences only 0.9764, with the LayerNorms quantized 0.7800; file: static 66.5 MB, dynamic 22.8 MB; speed against fp32 at 1 and 16 sentences of 128 tokens: static 1.39x and 1.45x, dynamic 1.63x and 1.78x
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** worst held-out sentence's cosine: representative calibration 0.9844, short sentences only 0.9716, with the LayerNorms quantized 0.7821; file: static 66.5 MB, dynamic 22.8 MB; speed against fp32 at 1 and 16 sentences of 128 tokens: static 1.34x and 1.13x, dynamic 1.32x and 1.41x; **Zen 4 (VNNI)** worst held-out sentence's cosine: representative calibration 0.9828, short sentences only 0.9764, with the LayerNorms quantized 0.7800; file: static 66.5 MB, dynamic 22.8 MB; speed against fp32 at 1 and 16 sentences of 128 tokens: static 1.37x and 1.60x, dynamic 1.67x and 2.07x; **Xeon (AMX)** worst held-out sentence's cosine: representative calibration 0.9828, short sentences only 0.9764, with the LayerNorms quantized 0.7800; file: static 66.5 MB, dynamic 22.8 MB; speed against fp32 at 1 and 16 sentences of 128 tokens: static 1.39x and 1.45x, dynamic 1.63x and 1.78x (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%
@@ -699,10 +696,7 @@ cl.claim(
 # <!-- reference: the QAT file ran at {int4_qat_speedup_b64:.2f}x fp32's speed at batch 64;
 # {codes_differing} of its INT4 codes differed from the training's; the ten training steps took
 # {qat_train_seconds:.1f} s -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): the QAT file ran at 0.27x fp32's speed at batch 64; 0 of its INT4 codes differed from the training's; the ten training steps took 3.6 s
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the QAT file ran at 0.20x fp32's speed at batch 64; 0 of its INT4 codes differed from the training's; the ten training steps took 1.9 s
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): the QAT file ran at 0.14x fp32's speed at batch 64; 0 of its INT4 codes differed from the training's; the ten training steps took 1.7 s
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** the QAT file ran at 0.27x fp32's speed at batch 64; 0 of its INT4 codes differed from the training's; the ten training steps took 3.6 s; **Zen 4 (VNNI)** the QAT file ran at 0.20x fp32's speed at batch 64; 0 of its INT4 codes differed from the training's; the ten training steps took 1.9 s; **Xeon (AMX)** the QAT file ran at 0.14x fp32's speed at batch 64; 0 of its INT4 codes differed from the training's; the ten training steps took 1.7 s (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 #
 # **What to notice.** The codes match: the training's fake quantizer and ONNX Runtime's quantizer
@@ -735,10 +729,7 @@ cl.claim(
 #
 # <!-- reference: kernel time per batch of 64: fp32's convolutions {fp32_conv_ms:.1f} ms; A16W8's
 # float convolutions {a16w8_conv_ms:.1f} ms, its Q/DQ nodes {a16w8_qdq_ms:.1f} ms -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): kernel time per batch of 64: fp32's convolutions 28.6 ms; A16W8's float convolutions 73.8 ms, its Q/DQ nodes 5.7 ms
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): kernel time per batch of 64: fp32's convolutions 18.7 ms; A16W8's float convolutions 69.8 ms, its Q/DQ nodes 4.9 ms
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): kernel time per batch of 64: fp32's convolutions 15.8 ms; A16W8's float convolutions 81.2 ms, its Q/DQ nodes 7.3 ms
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** kernel time per batch of 64: fp32's convolutions 28.6 ms; A16W8's float convolutions 73.8 ms, its Q/DQ nodes 5.7 ms; **Zen 4 (VNNI)** kernel time per batch of 64: fp32's convolutions 18.7 ms; A16W8's float convolutions 69.8 ms, its Q/DQ nodes 4.9 ms; **Xeon (AMX)** kernel time per batch of 64: fp32's convolutions 15.8 ms; A16W8's float convolutions 81.2 ms, its Q/DQ nodes 7.3 ms (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 
 # %%

@@ -55,10 +55,7 @@
 # mask in float {ppl_static_fixed:.3f}; at batch 1, dynamic {dynamic_b1:.2f}x
 # ({dynamic_b1_low:.2f}–{dynamic_b1_high:.2f}), static with the mask in float {static_b1:.2f}x
 # ({static_b1_low:.2f}–{static_b1_high:.2f}); the audit chose {audit_choice} in {audit_seconds:.0f} s -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): fp32 1.04 MB, dynamic INT8 0.40 MB; perplexity fp32 3.808, dynamic 3.824, static with defaults 75.8, static with the mask in float 3.892; at batch 1, dynamic 1.11x (1.11–1.12), static with the mask in float 0.78x (0.78–0.79); the audit chose dynamic INT8 per-channel reduce_range in 16 s
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): fp32 1.04 MB, dynamic INT8 0.40 MB; perplexity fp32 3.805, dynamic 3.821, static with defaults 73.5, static with the mask in float 3.904; at batch 1, dynamic 1.34x (1.32–1.35), static with the mask in float 0.84x (0.82–0.85); the audit chose dynamic INT8 per-channel in 13 s
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): fp32 1.04 MB, dynamic INT8 0.40 MB; perplexity fp32 3.808, dynamic 3.824, static with defaults 71.9, static with the mask in float 3.906; at batch 1, dynamic 1.19x (1.17–1.20), static with the mask in float 0.71x (0.71–0.72); the audit chose static S8S8 per-channel in 16 s
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** fp32 1.04 MB, dynamic INT8 0.40 MB; perplexity fp32 3.808, dynamic 3.824, static with defaults 75.8, static with the mask in float 3.892; at batch 1, dynamic 1.11x (1.11–1.12), static with the mask in float 0.78x (0.78–0.79); the audit chose dynamic INT8 per-channel reduce_range in 16 s; **Zen 4 (VNNI)** fp32 1.04 MB, dynamic INT8 0.40 MB; perplexity fp32 3.805, dynamic 3.821, static with defaults 73.5, static with the mask in float 3.904; at batch 1, dynamic 1.34x (1.32–1.35), static with the mask in float 0.84x (0.82–0.85); the audit chose dynamic INT8 per-channel in 13 s; **Xeon (AMX)** fp32 1.04 MB, dynamic INT8 0.40 MB; perplexity fp32 3.808, dynamic 3.824, static with defaults 71.9, static with the mask in float 3.906; at batch 1, dynamic 1.19x (1.17–1.20), static with the mask in float 0.71x (0.71–0.72); the audit chose static S8S8 per-channel in 16 s (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 #
 # **Learning goal.** Judge a quantized model by what it computes and how fast it runs on your
@@ -398,10 +395,7 @@ result
 # chose on the course's runs:
 #
 # <!-- reference: the audit chose {audit_choice} -->
-# *Reference runs* (the course's stored measurements on these CPUs, not on yours):
-# - **AMD EPYC Zen 3, AVX2 only** (commit ae384a0): the audit chose dynamic INT8 per-channel reduce_range
-# - **AMD EPYC Zen 4, AVX-512 VNNI** (commit cbaeb5c): the audit chose dynamic INT8 per-channel
-# - **Intel Xeon, AVX-512 VNNI, AMX** (commit d8ad69b): the audit chose static S8S8 per-channel
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** the audit chose dynamic INT8 per-channel reduce_range; **Zen 4 (VNNI)** the audit chose dynamic INT8 per-channel; **Xeon (AMX)** the audit chose static S8S8 per-channel (commits ae384a0, cbaeb5c, d8ad69b).
 # <!-- /reference -->
 #
 # Its static variants, which quantize the MatMuls only, can run about as fast as dynamic INT8: when
