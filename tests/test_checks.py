@@ -464,3 +464,46 @@ def test_every_check_that_waits_for_an_answer_says_what_to_do():
         assert not result, name
         assert result.message.startswith(("No answer yet: ", "Write ")), (name, result.message)
         assert len(result.message) > len("No answer yet: ") + 10, (name, result.message)
+
+
+# A wrong answer's feedback never gives the answer away (issue 39): every failed check goes through
+# result.wrong (which refuses a message that spells an expected value) or result.invalid (an answer
+# of the wrong form), never CheckResult(False, ...) by hand.
+def _bare_failures(path):
+    import ast
+
+    tree = ast.parse(path.read_text())
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", "") == "CheckResult"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value is False
+    ]
+
+
+def test_every_failed_check_goes_through_wrong_or_invalid():
+    from pathlib import Path
+
+    import course_lib.checks as checks
+
+    folder = Path(checks.__file__).parent
+    found = {p.name: _bare_failures(p) for p in sorted(folder.glob("lesson*.py"))}
+    found = {name: lines for name, lines in found.items() if lines}
+    assert found == {}, f"CheckResult(False, ...) by hand (use wrong(message, expected) or invalid(message)): {found}"
+
+
+def test_wrong_refuses_a_message_that_gives_the_answer_away():
+    import pytest
+
+    from course_lib.checks.result import gives_away, wrong
+
+    assert gives_away("Got 20, expected 21.", 21) == ["21"]
+    assert gives_away("Got 0.5; the share is 12.50 % here.", 0.125) != []
+    assert gives_away("Recount: 121 is not it.", 21) == []  # 21 inside another number is not 21
+    assert gives_away('Predict with "more" or "fewer".', "more") == ["more"]
+    with pytest.raises(ValueError, match="gives the answer away"):
+        wrong("Got 20, expected 21.", 21)
+    assert not wrong("Got 20: count the integer kernels again.", 21)
