@@ -55,7 +55,6 @@ _NAMES = {
     "inputs": ("InputError",),
     "nodes": ("checked_node_names",),
     "pre_process": ("quiet_quantizer_hints",),
-    "reference": ("save_figures",),
     "data": (
         "CLASS_NAMES",
         "ChecksumError",

@@ -492,7 +492,9 @@ def test_every_failed_check_goes_through_wrong_or_invalid():
     folder = Path(checks.__file__).parent
     found = {p.name: _bare_failures(p) for p in sorted(folder.glob("lesson*.py"))}
     found = {name: lines for name, lines in found.items() if lines}
-    assert found == {}, f"CheckResult(False, ...) by hand (use wrong(message, expected) or invalid(message)): {found}"
+    assert found == {}, (
+        f"CheckResult(False, ...) by hand (use wrong(message, expected) or invalid(message)): {found}"
+    )
 
 
 def test_wrong_refuses_a_message_that_gives_the_answer_away():

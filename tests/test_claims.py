@@ -7,7 +7,8 @@ import nbformat
 import numpy as np
 import pytest
 
-from course_lib import claims, reference
+from course_lib import claims, reference, verdicts
+from course_lib.hardware import cpu_summary
 from course_lib.tooling.runner import claim_lines
 
 
@@ -74,48 +75,115 @@ def test_on_a_masked_cpu_a_sentence_about_speed_is_not_timed(monkeypatch):
     assert claims.evaluate("x", True, depends=("speed", "cpu")).verdict == "not timed"
 
 
-def test_claim_prints_one_line_enters_the_ledger_and_the_runner_finds_it(capsys):
-    claims.claim("a sentence", True, "why", depends="cpu")
-    claims.claim("another", False, depends="weights")
-    claims.claim("a sentence", None, "run again", depends="cpu")  # a cell run again: the latest verdict
+def _book(monkeypatch):
+    """A lesson '99' with one figures function and three sentences, as a claims module defines them."""
+    book = claims.Book("99")
+
+    @book.figures("1")
+    def _(latency, size_ratio, openvino=None):
+        return {
+            "int8_b64": claims.speed(latency),
+            "size": size_ratio,
+            "ov_b64": claims.speed(openvino)
+            if openvino
+            else claims.not_measured("OpenVINO is not installed"),
+        }
+
+    @book.sentence(
+        "1", "faster", "INT8 runs faster than fp32 at batch 64", shows="{int8_b64}", depends="speed"
+    )
+    def _(f):
+        return claims.faster(f["int8_b64"])
+
+    @book.sentence(
+        "1", "quarter", "The file is about a quarter of fp32's size", shows="{size:.3f}", depends="runtime"
+    )
+    def _(f):
+        return claims.a_quarter(f["size"])
+
+    @book.sentence(
+        "1", "ov-faster", "OpenVINO runs it faster", shows="{ov_b64}", depends="speed", scope=claims.X86
+    )
+    def _(f):
+        return claims.faster(f["ov_b64"])
+
+    monkeypatch.setattr(verdicts, "book_of", lambda lesson: book)
+    facts = {"x86": True, "arm": False, "vnni": True, "amx": False, "saturates": False}
+    monkeypatch.setattr(verdicts, "cpu_facts", lambda: facts)
+    return book
+
+
+class _Comparison:
+    def __init__(self, speedup, low, high):
+        self.speedup, self.speedup_low, self.speedup_high = speedup, low, high
+
+
+def test_verify_checks_a_section_prints_its_verdicts_and_saves_them(monkeypatch, private_data_dir, capsys):
+    _book(monkeypatch)
+    verdicts._FIGURES.clear()
+    verdicts.verify("99.1", latency=_Comparison(0.9, 0.85, 0.95), size_ratio=0.26)
     out = capsys.readouterr().out
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("")
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=out)]
     nb.cells = [cell]
     found = claim_lines(nb)
-    assert found["holds"] == ["✔ Checked here: a sentence (why)"]
-    assert len(found["differs"]) == 1 and found["differs"][0].startswith("✘ Not so on this machine: another")
-    assert [(c.statement, c.verdict) for c in claims.ledger()] == [
-        ("a sentence", "unsettled"),
-        ("another", "contradicted"),
-    ]
+    assert len(found["differs"]) == 1
+    assert found["differs"][0].startswith(
+        "✘ Not so on this machine: INT8 runs faster than fp32 at batch 64 (0.90x (0.85–0.95)). The lesson's text"
+    )
+    assert f"the CPU ({cpu_summary()})" in found["differs"][0]
+    assert found["holds"] == ["✔ Checked here: The file is about a quarter of fp32's size (0.260)"]
+    assert found["unmeasured"] == ["· Not measured here (OpenVINO is not installed): OpenVINO runs it faster"]
+    saved = reference.load_figures("99")
+    assert saved["timed"] == ["int8_b64"]
+    records = {r["id"]: r for r in saved["claims"]}
+    assert records["99.ov-faster"]["verdict"] == "not measured"
+    assert records["99.ov-faster"]["reason"] == "OpenVINO is not installed"
+    assert len(records["99.quarter"]["fingerprint"]) == 12
+    verdicts.end_lesson("99")
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith("Lesson 99 on this machine (") and line.endswith(
+        "3 sentences checked: 1 held, 1 contradicted, 0 unsettled, 1 not measured, 0 not for this CPU."
+    )
 
 
-def test_saved_figures_keep_the_ledger_and_which_figures_are_timings(private_data_dir, capsys):
-    claims.claim("U8S8 beats fp32", True, "1.4x", depends="speed")
-    claims.claim("agreement at 99 %", True, depends=("weights", "cpu"))
-    reference.save_figures("05", {"speedup": 1.4, "agreement": 99.5}, timed=["speedup"])
-    saved = reference.load_figures("05")
-    assert saved["timed"] == ["speedup"]
-    assert saved["claims"] == [
-        {
-            "statement": "U8S8 beats fp32",
-            "verdict": "held",
-            "depends": ["speed"],
-            "scope": "",
-            "evidence": "1.4x",
-        },
-        {
-            "statement": "agreement at 99 %",
-            "verdict": "held",
-            "depends": ["weights", "cpu"],
-            "scope": "",
-            "evidence": "",
-        },
-    ]
-    with pytest.raises(ValueError, match="timed= names figures this lesson does not save: \\['ms'\\]"):
-        reference.save_figures("05", {"speedup": 1.4}, timed=["ms"])
+def test_a_reference_cpu_shows_its_verdict_only_for_the_sentence_it_checked(monkeypatch):
+    """A stored verdict never stands beside a sentence it was not checked against: reworded or with a
+    changed rule, the sentence has another fingerprint, and the reference column says ○."""
+    book = _book(monkeypatch)
+    sentence = book.sentences["quarter"]
+    current = {"verdict": "held", "fingerprint": sentence.fingerprint, "evidence": "0.250"}
+    stale = {**current, "fingerprint": "0123456789ab"}
+
+    class Run:
+        label, commit = "AMD EPYC Zen 3, AVX2 only", "abc1234"
+
+        def __init__(self, record):
+            self.sentences, self.figures = {"99": {"quarter": record}}, {"99": {"size": 0.25}}
+
+    assert verdicts.reference_cell(sentence, Run(current)) == "0.250 ✔"
+    assert verdicts.reference_cell(sentence, Run(stale)) == "0.250 ○"  # its figure, not its verdict
+    assert verdicts.reference_cell(sentence, Run({})) == "0.250 ○"
+
+
+def test_a_sentence_fingerprint_follows_its_words_and_its_rule():
+    first, second, third = claims.Book("98"), claims.Book("98"), claims.Book("98")
+
+    @first.sentence("1", "s", "INT8 runs faster", depends="speed")
+    def _(f):
+        return claims.faster(f["x"])
+
+    @second.sentence("1", "s", "INT8 runs faster", depends="speed")
+    def _(f):
+        return claims.faster(f["x"], than=1.05)
+
+    @third.sentence("1", "s", "INT8 runs quicker", depends="speed")
+    def _(f):
+        return claims.faster(f["x"])
+
+    prints = {b.sentences["s"].fingerprint for b in (first, second, third)}
+    assert len(prints) == 3
 
 
 @pytest.mark.parametrize(
@@ -131,3 +199,21 @@ def test_saved_figures_keep_the_ledger_and_which_figures_are_timings(private_dat
 )
 def test_all_of_reads_several_verdicts_as_one(verdicts, expected):
     assert claims.all_of(*verdicts) is expected
+
+
+def test_the_report_lists_every_sentence_that_did_not_hold_with_its_evidence(
+    monkeypatch, private_data_dir, capsys
+):
+    from course_lib.tooling import report
+
+    _book(monkeypatch)
+    verdicts._FIGURES.clear()
+    verdicts.verify("99.1", latency=_Comparison(0.9, 0.85, 0.95), size_ratio=0.26)
+    found = report.sentence_counts(["99"])
+    assert found["counts"]["99"]["held"] == 1 and found["counts"]["99"]["contradicted"] == 1
+    assert [(r["sentence"], r["verdict"], r["evidence"]) for r in found["not_held"]] == [
+        ("INT8 runs faster than fp32 at batch 64", "contradicted", "0.90x (0.85–0.95)"),
+        ("OpenVINO runs it faster", "not measured", "OpenVINO is not installed"),
+    ]
+    text = "\n".join(report.sentences_lines(found))
+    assert "Every sentence that did not hold here" in text and "OpenVINO is not installed" in text

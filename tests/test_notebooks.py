@@ -66,7 +66,7 @@ def test_notebook_runs_top_to_bottom_in_a_fresh_kernel(notebook, tmp_path, monke
     assert checked, f"{notebook.name} has no self-checking exercise"
     for cell in checked:  # each check's own cell shows it passed
         assert "✅" in json.dumps(cell.get("outputs", []), ensure_ascii=False), cell.source
-    # Every machine-dependent sentence is backed by a claim cell, and none is false on this CPU.
+    # Every sentence the lesson binds to a claim is checked in its check cells, and none is false on this CPU.
     assert run.claims["differs"] == [], f"{notebook.name}: claims false on this CPU:\n" + "\n".join(
         run.claims["differs"]
     )

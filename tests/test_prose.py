@@ -186,9 +186,9 @@ def test_the_figure_pattern_catches_what_it_should():
     ]
 
 
-# Sentences that say, by hand, on which CPU classes a result held. The reference runs' ledgers say
-# that (`<!-- reference-claim: ... -->` blocks, generated from each run's claims), and a class added
-# later would make a typed "both" false without anyone noticing.
+# Sentences that say, by hand, on which CPU classes a result held. The check tables say that (each
+# reference CPU's stored verdict on the sentence), and a class added later would make a typed "both"
+# false without anyone noticing.
 ACROSS_CLASSES = re.compile(
     r"(?:both|every|each|all|neither|either|any)(?: of (?:its|the course's|the))? reference CPUs?"
     r"|wherever this lesson has run|every CPU the course has (?:measured|met)|both kinds of CPU"
@@ -212,6 +212,6 @@ def test_no_lesson_says_by_hand_on_which_reference_cpus_a_result_held(source):
             for m in ACROSS_CLASSES.finditer(flat)
         ]
     assert found == [], (
-        "Say where a result held with a generated block (`<!-- reference-claim: <the claim's sentence> -->`), "
-        "not by hand:\n" + "\n".join(found)
+        "Bind the sentence to a claim (`<!-- claim: name -->`): its check table says where it held, "
+        "not a sentence by hand:\n" + "\n".join(found)
     )

@@ -64,7 +64,9 @@ def wrong(message: str, *expected: Any) -> CheckResult:
     that a learner never reads the answer off a retry."""
     leaked = gives_away(message, *expected)
     if leaked and os.environ.get("PYTEST_CURRENT_TEST"):
-        raise ValueError(f"A check's feedback on a wrong answer gives the answer away ({leaked}): {message!r}")
+        raise ValueError(
+            f"A check's feedback on a wrong answer gives the answer away ({leaked}): {message!r}"
+        )
     for form in sorted(leaked, key=len, reverse=True):
         message = message.replace(form, "…")
     return CheckResult(False, message)

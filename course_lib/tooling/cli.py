@@ -478,9 +478,11 @@ def reference(
         count = sum(len(v) for v in run.figures.values())
         mark = "  <- this machine's class" if run.label == here.label else ""
         print(f"{run.label}: {count} figures, commit {run.commit}, {run.date[:10]}{mark}")
-    for ledger in course_reference.ledgers():
-        counts = ", ".join(f"{n} {verdict}" for verdict, n in sorted(ledger.counts().items()))
-        print(f"  ledger {ledger.name} (commit {ledger.commit}): {counts}")
+    for ledger in course_reference.sentence_ledgers():
+        counts = ", ".join(f"{n} {verdict}" for verdict, n in sorted(ledger.counts().items())) or "none"
+        print(
+            f"  sentences (commit {ledger.commit}): {counts}; {len(ledger.stale)} not checked since they changed"
+        )
     if here.label not in {run.label for run in reference_runs()}:
         print(
             f"This machine ({here.label}) is a new CPU class: `make run`, then `python -m course_lib reference record`."
@@ -489,20 +491,30 @@ def reference(
 
 
 def _ledger_check() -> int:
-    """Print every contradicted claim of every stored ledger and every sentence held on one and
+    """Per stored run, its verdicts on the lessons' current sentences (and how many it checked only
+    in an earlier version); every contradicted one, and every sentence held on one class and
     contradicted on another; 1 if there is any."""
     from . import recording as course_reference
 
-    found = course_reference.ledgers()
-    against = course_reference.contradictions(found)
-    clashes = course_reference.conflicts(found)
+    found = course_reference.sentence_ledgers()
+    against = [
+        f"{ledger.label} (commit {ledger.commit}): {key}" for ledger in found for key in ledger.contradicted()
+    ]
+    clashes = course_reference.sentence_conflicts(found)
+    for ledger in found:
+        counts = ", ".join(f"{n} {verdict}" for verdict, n in sorted(ledger.counts().items())) or "none"
+        print(
+            f"{ledger.label} (commit {ledger.commit}): {counts}; "
+            f"{len(ledger.stale)} not checked on this class since they changed"
+        )
     for line in against:
         print(f"contradicted: {line}")
-    for conflict in clashes:
-        print(f"conflict: {conflict}")
+    for line in clashes:
+        print(f"conflict: {line}")
+    total = sum(len(ledger.verdicts) for ledger in found)
     print(
-        f"{len(found)} ledgers, {sum(sum(ledger.counts().values()) for ledger in found)} verdicts: "
-        f"{len(against)} contradicted, {len(clashes)} held on one and contradicted on another."
+        f"{len(found)} reference runs, {total} current verdicts: {len(against)} contradicted, "
+        f"{len(clashes)} held on one and contradicted on another."
     )
     return 1 if against or clashes else 0
 

@@ -597,3 +597,56 @@ __all__ = [
     "wanted_figures",
     "write",
 ]
+
+
+# --------------------------------------------------------------------------------------------
+# The sentences' ledger: each stored run's verdicts on the lessons' current sentences
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SentenceLedger:
+    """One stored run's verdicts on the sentences the lessons carry now: a verdict counts only where
+    the run checked the sentence as it is written now (the same fingerprint); the others are stale."""
+
+    label: str
+    commit: str
+    verdicts: dict[str, dict]  # "03.u8s8-faster" -> the stored record, for current sentences
+    stale: tuple[str, ...]  # sentences the run checked in an earlier version, or never
+
+    def counts(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for record in self.verdicts.values():
+            found[record["verdict"]] = found.get(record["verdict"], 0) + 1
+        return found
+
+    def contradicted(self) -> list[str]:
+        return [key for key, record in self.verdicts.items() if record["verdict"] == "contradicted"]
+
+
+def sentence_ledgers(runs: list[ReferenceRun] | None = None) -> list[SentenceLedger]:
+    """Every stored run's ledger over the lessons' current sentences."""
+    from ..claims import book_of, lessons_with_claims
+
+    runs = reference_runs() if runs is None else runs
+    current = {s.id: s for lesson in lessons_with_claims() for s in book_of(lesson).sentences.values()}
+    out = []
+    for run in runs:
+        verdicts, stale = {}, []
+        for key, sentence in current.items():
+            record = run.sentences.get(sentence.lesson, {}).get(sentence.name)
+            if record and record.get("fingerprint") == sentence.fingerprint:
+                verdicts[key] = record
+            else:
+                stale.append(key)
+        out.append(SentenceLedger(run.label, run.sentences_commit or run.commit, verdicts, tuple(stale)))
+    return out
+
+
+def sentence_conflicts(found: list[SentenceLedger]) -> list[str]:
+    """Every current sentence one run held and another contradicted."""
+    lines = []
+    for key in sorted({k for ledger in found for k in ledger.verdicts}):
+        held = [x.label for x in found if x.verdicts.get(key, {}).get("verdict") == "held"]
+        against = [x.label for x in found if x.verdicts.get(key, {}).get("verdict") == "contradicted"]
+        if held and against:
+            lines.append(f"{key} held on {', '.join(held)} and was contradicted on {', '.join(against)}")
+    return lines

@@ -593,7 +593,43 @@ def build(entries: list[dict] | None = None, environment: dict | None = None) ->
                 "entries": entries_here,
             }
         )
-    return {"environment": environment, "entries": len(entries), "sections": sections}
+    return {
+        "environment": environment,
+        "entries": len(entries),
+        "sections": sections,
+        "sentences": sentence_counts(),
+    }
+
+
+NOT_HELD = ("contradicted", "unsettled", "not measured")
+
+
+def sentence_counts(lessons: list[str] | None = None) -> dict:
+    """Per lesson that ran here, how many of its sentences got each verdict, and every sentence that
+    did not hold (contradicted, unsettled, not measured) with its evidence: from the figures and
+    verdicts each lesson saved (`cl.verify`, `cl.end_lesson`)."""
+    from ..claims import lessons_with_claims
+    from ..reference import load_figures
+    from ..verdicts import ORDER
+
+    counts, not_held = {}, []
+    for lesson in lessons or lessons_with_claims():
+        found = load_figures(lesson)
+        if not found:
+            continue
+        records = [r for r in found.get("claims", []) if r.get("id")]
+        counts[lesson] = {verdict: sum(r["verdict"] == verdict for r in records) for verdict in ORDER}
+        not_held += [
+            {
+                "lesson": lesson,
+                "sentence": r["statement"],
+                "verdict": r["verdict"],
+                "evidence": r.get("reason") or r.get("evidence") or DASH,
+            }
+            for r in records
+            if r["verdict"] in NOT_HELD
+        ]
+    return {"counts": counts, "not_held": not_held}
 
 
 def environment_lines(env: dict) -> list[str]:
@@ -626,6 +662,7 @@ def to_markdown(report: dict, figure: str | None = None) -> str:
     ]
     if figure:
         lines += ["", f"![Speed of every timed variant against fp32, per lesson, on a log axis]({figure})"]
+    lines += sentences_lines(report.get("sentences") or {"counts": {}, "not_held": []})
     for s in report["sections"]:
         lines += ["", f"## {s['title']}", ""]
         if s["claims"]:
@@ -637,6 +674,30 @@ def to_markdown(report: dict, figure: str | None = None) -> str:
             for note in f["notes"]:
                 lines += [note, ""]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def sentences_lines(found: dict) -> list[str]:
+    """The lessons' sentences on this machine: counts per lesson, then each one that did not hold."""
+    if not found["counts"]:
+        return [
+            "",
+            "## The lessons' sentences",
+            "",
+            "No lesson has run here yet: its check cells fill this in.",
+        ]
+    from ..verdicts import ORDER
+
+    rows = [{"lesson": lesson, **{v: str(n) for v, n in c.items()}} for lesson, c in found["counts"].items()]
+    lines = ["", "## The lessons' sentences", "", measure.markdown_table(rows), ""]
+    if found["not_held"]:
+        lines += [
+            "Every sentence that did not hold here, with its evidence:",
+            "",
+            measure.markdown_table(found["not_held"]),
+        ]
+    else:
+        lines += [f"Every sentence checked here held or was {' or '.join(ORDER[4:])}."]
+    return lines
 
 
 def to_html(markdown: str, images: Mapping[str, bytes] | None = None) -> str:
