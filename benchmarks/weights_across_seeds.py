@@ -67,7 +67,7 @@ def run_seed(seed: int, lessons: str, store: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--lessons", default="00,01,01b,02,03,03b,04,04b,05,05b,06,06b,07")
+    parser.add_argument("--lessons", default="00,01,01b,02,02b,03,03b,04,04b,05,05b,05c,06,06b,06c,07")
     parser.add_argument("--store", action="store_true", help="keep each seed's claims as a ledger")
     args = parser.parse_args()
     runs = {seed: run_seed(seed, args.lessons, args.store) for seed in args.seeds}

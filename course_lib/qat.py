@@ -1,4 +1,4 @@
-"""Quantization-aware training, small: the plumbing around lesson 06b's fake quantizer.
+"""Quantization-aware training, small: the plumbing around lesson 06c's fake quantizer.
 
 The lesson writes the part worth reading: the fake quantizer (ONNX Runtime's own INT4 grid, with
 a straight-through gradient) and the training loop. This module does what has to be done around

@@ -1,6 +1,6 @@
 """The same ONNX file on a second runtime: OpenVINO beside ONNX Runtime.
 
-Lesson 05b loads the course's fp32 and QDQ files in OpenVINO's own Python API (`openvino.Core`,
+Lesson 05c loads the course's fp32 and QDQ files in OpenVINO's own Python API (`openvino.Core`,
 `compile_model`) and compares them with ONNX Runtime. The lesson makes those calls itself; this
 module holds what is plumbing around them:
 

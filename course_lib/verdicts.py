@@ -147,7 +147,11 @@ def _save(lesson: str) -> None:
     from .reference import save_figures
 
     found = figures(lesson)
-    timed = [k for k, v in found.items() if isinstance(v, dict) and v.get("unit") == "x"]
+    timed = [
+        k
+        for k, v in found.items()
+        if (isinstance(v, dict) and v.get("unit") == "x") or k in book_of(lesson).timed
+    ]
     save_figures(lesson, found, timed=timed)
 
 

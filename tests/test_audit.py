@@ -914,7 +914,7 @@ def test_openvino_is_a_second_runtime_judged_and_timed_against_onnx_runtimes_fp3
     report = (tmp_path / "out" / "audit.md").read_text()
     section = report.split("## A second runtime")[1].split("## Skipped")[0]
     assert all(
-        "05b_measuring_and_runtimes.ipynb" in line for line in section.splitlines() if line.startswith("- **")
+        "05c_a_second_runtime.ipynb" in line for line in section.splitlines() if line.startswith("- **")
     )
     data = json.loads((tmp_path / "out" / "audit.json").read_text())
     assert len(data["runtimes"]["runs"]) == len(runs)

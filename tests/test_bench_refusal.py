@@ -1,5 +1,5 @@
 """The benchmark's OpenVINO runs when OpenVINO refuses a file on this CPU (as 2026.4.1 refused lesson
-05's S8S8 file with its default precision on an Intel Xeon with AMX): the refusal becomes a row that
+05c's S8S8 file with its default precision on an Intel Xeon with AMX): the refusal becomes a row that
 says so, the file is timed again with f32 pinned, and nothing stops. On any CPU: the refusal is
 planted (the real error text), everything else compiles and runs for real, on tiny models."""
 

@@ -188,7 +188,7 @@ def _entry(lesson, model, variant, metrics, timestamp="2026-01-01T00:00:00+00:00
 
 
 OPENVINO_MISSING = (
-    "OpenVINO: not measured yet (lesson 05 or the benchmark, with the openvino package installed)"
+    "OpenVINO: not measured yet (lesson 05c or the benchmark, with the openvino package installed)"
 )
 ENV = {
     "hash": "abc",
@@ -325,12 +325,16 @@ def test_the_four_bit_claim_sets_the_file_beside_the_ideal_eighth():
     )
     (empty,) = [s for s in report.build([], ENV)["sections"] if s["lesson"] == "06"]
     assert empty["claims"][0]["measured here"] == "not measured yet: run the lesson"
-    (deep,) = [s for s in report.build([], ENV)["sections"] if s["lesson"] == "06b"]
-    assert deep["title"] == "06b · static INT8 and QAT (optional)"
-    assert [c["measured here"] for c in deep["claims"]] == ["not measured yet: run the lesson"] * 2
+    for lesson, title in (
+        ("06b", "06b · past W8A8 in depth: 4-bit bytes, static INT8 on the text encoder (optional)"),
+        ("06c", "06c · quantization-aware training (optional)"),
+    ):
+        (deep,) = [s for s in report.build([], ENV)["sections"] if s["lesson"] == lesson]
+        assert deep["title"] == title
+        assert [c["measured here"] for c in deep["claims"]] == ["not measured yet: run the lesson"]
 
 
-def test_the_static_and_qat_claims_read_lesson_06bs_variants():
+def test_the_static_and_qat_claims_read_lessons_06b_and_06c_variants():
     entries = [
         _entry(
             "06b",
@@ -345,7 +349,7 @@ def test_the_static_and_qat_claims_read_lesson_06bs_variants():
             {"cos_min": 0.9829, "speedup_b16": 1.35},
         ),
         _entry(
-            "06b",
+            "06c",
             "fashion_resnet18",
             "QAT (10 steps), 4-bit weights",
             {
@@ -356,10 +360,10 @@ def test_the_static_and_qat_claims_read_lesson_06bs_variants():
                 "codes": 11_165_760,
             },
         ),
-        _entry("06b", "fashion_resnet18", "PTQ, 4-bit weights", {"accuracy": 0.8353}),
+        _entry("06c", "fashion_resnet18", "PTQ, 4-bit weights", {"accuracy": 0.8353}),
     ]
-    (section,) = [s for s in report.build(entries, ENV)["sections"] if s["lesson"] == "06b"]
-    static, qat = section["claims"]
+    sections = {s["lesson"]: s for s in report.build(entries, ENV)["sections"]}
+    (static,), (qat,) = sections["06b"]["claims"], sections["06c"]["claims"]
     assert "Neither method has a universal accuracy or latency advantage" in static["quoted claim"]
     assert static["measured here"] == (
         "text encoder, 200 held-out sentences: static INT8 worst cosine 0.9822 at 1.14x fp32 (batch 16); "
@@ -371,8 +375,8 @@ def test_the_static_and_qat_claims_read_lesson_06bs_variants():
         "the file's INT4 codes differ from the training's in 0 of 11,165,760 weights"
     )
     # Without the PTQ entry there is nothing to set QAT beside.
-    (section,) = [s for s in report.build(entries[:3], ENV)["sections"] if s["lesson"] == "06b"]
-    assert section["claims"][1]["measured here"] == "not measured yet: run the lesson"
+    (section,) = [s for s in report.build(entries[:3], ENV)["sections"] if s["lesson"] == "06c"]
+    assert section["claims"][0]["measured here"] == "not measured yet: run the lesson"
 
 
 # ------------------------------------------------------------------ one renderer: markdown, then HTML

@@ -10,25 +10,41 @@ from course_lib.data import CLASS_NAMES, preprocess
 
 
 # ---------------------------------------------------------------------------------------------------
+# Exercise 1: the value the model sees for a raw pixel
+# ---------------------------------------------------------------------------------------------------
+def test_normalised_pixel_right_and_each_slip():
+    mean, std = 0.286, 0.353
+    right = checks.check_normalised_pixel((200 / 255 - mean) / std, 200, mean, std)
+    assert right and "reaches the model" in right.message
+    assert "No answer yet" in checks.check_normalised_pixel(None, 200, mean, std).message
+    scaled = checks.check_normalised_pixel(200 / 255, 200, mean, std)
+    assert not scaled and "did not subtract the mean" in scaled.message
+    raw = checks.check_normalised_pixel((200 - mean) / std, 200, mean, std)
+    assert not raw and "Divide the pixel by 255" in raw.message
+    other = checks.check_normalised_pixel(3.0, 200, mean, std)
+    assert not other and "then subtract the mean" in other.message
+
+
+# ---------------------------------------------------------------------------------------------------
 # Exercise 2: the fp32 file's size, predicted from the parameter count
 # ---------------------------------------------------------------------------------------------------
 @pytest.fixture
 def model_file(tmp_path):
     path = tmp_path / "model.onnx"
-    path.write_bytes(b"\0" * 4_100)  # 1,000 fp32 parameters and 100 bytes of graph
+    path.write_bytes(b"\0" * 4_010)  # 1,000 fp32 parameters and 10 bytes of graph
     return path
 
 
-def test_file_bytes_wants_a_guess_then_the_measurement(model_file):
-    assert "answer_2_guess first" in repr(checks.check_fp32_file_bytes(None, 4_100, 1_000, model_file))
-    assert "No answer yet" in repr(checks.check_fp32_file_bytes(4_000, None, 1_000, model_file))
-    wrong = checks.check_fp32_file_bytes(4_000, 4_000, 1_000, model_file)
-    assert not wrong and "4,100 bytes" in wrong.message
+def test_file_bytes_passes_a_prediction_from_the_count(model_file):
+    assert "No answer yet" in repr(checks.check_fp32_file_bytes(None, 1_000, model_file))
+    right = checks.check_fp32_file_bytes(4 * 1_000, 1_000, model_file)
+    assert right and "Predicted within 0.25%" in right.message and "99.75%" in right.message
 
 
-def test_file_bytes_right_prediction_explains_the_file(model_file):
-    right = checks.check_fp32_file_bytes(4_000, 4_100, 1_000, model_file)
-    assert right and "Predicted well" in right.message and "97.56%" in right.message
+def test_file_bytes_refuses_the_size_read_from_the_file(model_file):
+    read = checks.check_fp32_file_bytes(4_010, 1_000, model_file)
+    assert not read and "read from the file" in read.message
+    assert not checks.check_fp32_file_bytes("big", 1_000, model_file)
 
 
 @pytest.mark.parametrize(
@@ -38,12 +54,13 @@ def test_file_bytes_right_prediction_explains_the_file(model_file):
         (1_000, "INT8's size"),
         (8_000, "float64"),
         (2_000, "float16"),
-        (5_000, "4 bytes"),
+        (5_000, "the bytes one fp32 number takes"),
     ],
 )
-def test_file_bytes_names_each_slip(model_file, guess, hint):
-    result = checks.check_fp32_file_bytes(guess, 4_100, 1_000, model_file)
-    assert result and hint in result.message and "Predicted well" not in result.message
+def test_file_bytes_names_each_slip_without_the_answer(model_file, guess, hint):
+    result = checks.check_fp32_file_bytes(guess, 1_000, model_file)
+    assert not result and hint in result.message
+    assert "4,010" not in result.message and "4,000" not in result.message
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -111,41 +128,6 @@ def test_classifier_wants_an_index(session_and_images):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Exercise 5: the pair of classes confused most
-# ---------------------------------------------------------------------------------------------------
-@pytest.fixture
-def confusions():
-    """Shirt and T-shirt/top confused 5 + 4 times, Coat taken for Pullover 7 times (one way only)."""
-    labels = [6] * 5 + [0] * 4 + [4] * 7 + list(range(10)) * 3
-    preds = [0] * 5 + [6] * 4 + [2] * 7 + list(range(10)) * 3
-    return np.array(preds), np.array(labels)
-
-
-def test_confusion_pair_right_answer(confusions):
-    preds, labels = confusions
-    assert "answer_5_guess first" in repr(checks.check_confusion_pair(None, ("Shirt", "Coat"), preds, labels))
-    assert "No answer yet" in repr(checks.check_confusion_pair(("Shirt", "Coat"), None, preds, labels))
-    predicted = checks.check_confusion_pair(("T-shirt/top", "Shirt"), ("Shirt", "T-shirt/top"), preds, labels)
-    assert (
-        predicted
-        and "you predicted it" in predicted.message
-        and "9 images: T-shirt/top taken for Shirt 4 times, Shirt for T-shirt/top 5 times"
-        in predicted.message
-    )
-    by_index = checks.check_confusion_pair(("Coat", "Pullover"), (0, 6), preds, labels)
-    assert by_index and "You guessed ['Coat', 'Pullover']" in by_index.message
-
-
-def test_confusion_pair_names_each_slip(confusions):
-    preds, labels = confusions
-    one_way = checks.check_confusion_pair(("Shirt", "Coat"), ("Coat", "Pullover"), preds, labels)
-    assert not one_way and "one direction" in one_way.message
-    diagonal = checks.check_confusion_pair(("Shirt", "Coat"), ("Shirt", "Shirt"), preds, labels)
-    assert not diagonal and "diagonal" in diagonal.message
-    assert "two class names" in checks.check_confusion_pair(("Shirt", "Coat"), 3, preds, labels).message
-
-
-# ---------------------------------------------------------------------------------------------------
 # Exercise 4: how often the model was sure and wrong
 # ---------------------------------------------------------------------------------------------------
 @pytest.fixture
@@ -175,4 +157,52 @@ def test_confident_mistakes_wants_a_guess_then_the_share(confident):
 def test_confident_mistakes_names_each_slip(confident, answer, hint):
     logits, labels = confident
     result = checks.check_confident_mistakes(0.5, answer, logits, labels)
-    assert not result and hint in result.message and "expected 0.250" in result.message
+    assert not result and hint in result.message and "0.250" not in result.message
+
+
+def test_confident_mistakes_a_miss_says_how_without_the_share(confident):
+    logits, labels = confident
+    result = checks.check_confident_mistakes(0.5, 0.9, logits, labels)
+    assert not result and "Softmax each row" in result.message
+
+
+# ---------------------------------------------------------------------------------------------------
+# Exercise 5: the accuracy without the normalisation
+# ---------------------------------------------------------------------------------------------------
+def _unnormalised(session, images):
+    x = np.pad(images / 255, ((0, 0), (2, 2), (2, 2)))[:, None].astype(np.float32)
+    return session.run(None, {"input": x})[0].argmax(1)
+
+
+@pytest.fixture
+def labelled(session_and_images):
+    """The stand-in network, and labels that make its answers with the course's preprocessing all
+    right, so that the accuracy without the normalisation differs from it."""
+    session, images = session_and_images
+    labels = session.run(None, {"input": preprocess(images)})[0].argmax(1)
+    return session, images, labels
+
+
+def test_unnormalised_accuracy_wants_a_guess_then_the_share(labelled):
+    session, images, labels = labelled
+    expected = float((_unnormalised(session, images) == labels).mean())
+    assert expected < 1.0
+    assert "answer_5_guess first" in repr(
+        checks.check_unnormalised_accuracy(None, 0.5, session, images, labels)
+    )
+    assert "No answer yet" in repr(checks.check_unnormalised_accuracy(0.5, None, session, images, labels))
+    right = checks.check_unnormalised_accuracy(0.3, expected, session, images, labels)
+    assert right and "without the normalisation, against 100.0% with it; you guessed 30%" in right.message
+
+
+def test_unnormalised_accuracy_names_each_slip_without_the_answer(labelled):
+    session, images, labels = labelled
+    expected = float((_unnormalised(session, images) == labels).mean())
+    proper = checks.check_unnormalised_accuracy(0.5, 1.0, session, images, labels)
+    assert not proper and "course's preprocessing" in proper.message
+    flipped = checks.check_unnormalised_accuracy(0.5, 1 - expected, session, images, labels)
+    assert not flipped and "share of wrong answers" in flipped.message
+    per_cent = checks.check_unnormalised_accuracy(0.5, 100 * expected, session, images, labels)
+    assert not per_cent and "not per cent" in per_cent.message
+    for result in (proper, flipped):
+        assert f"{expected:.3f}" not in result.message and f"{expected:.1%}" not in result.message

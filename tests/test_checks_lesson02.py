@@ -12,55 +12,76 @@ OPSET = 17
 
 
 # ---------------------------------------------------------------------------------------------------
-# Exercise 1: the MLP quantized per channel, its largest logit drift
+# Exercise 1: the MLP quantized per channel, its mean logit drift against the per-tensor file's
 # ---------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_gemm(tmp_path_factory):
-    """A one-Gemm fp32 model, its dynamic INT8 copy and inputs."""
+    """A one-Gemm fp32 model, its dynamic INT8 copies (per tensor, per channel) and inputs."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
-    from onnxruntime.quantization import quantize_dynamic
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     folder = tmp_path_factory.mktemp("drift")
     rng = np.random.default_rng(0)
-    w = numpy_helper.from_array(rng.standard_normal((4, 3), dtype=np.float32), "w")
+    columns = np.array([[0.01, 1.0, 10.0]], dtype=np.float32)  # output columns of very different ranges
+    w = numpy_helper.from_array(rng.standard_normal((4, 3), dtype=np.float32) * columns, "w")
     b = numpy_helper.from_array(rng.standard_normal(3, dtype=np.float32), "b")
     node = helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="gemm")
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])
     graph = helper.make_graph([node], "gemm", [x], [y], [w, b])
-    fp32, int8 = folder / "gemm.onnx", folder / "gemm.int8.onnx"
+    fp32, int8, pc = folder / "gemm.onnx", folder / "gemm.int8.onnx", folder / "gemm.pc.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]), str(fp32))
-    quantize_dynamic(fp32, int8)
+    quantize_dynamic(fp32, int8, weight_type=QuantType.QInt8)
+    quantize_dynamic(fp32, pc, weight_type=QuantType.QInt8, per_channel=True)
     inputs = rng.standard_normal((50, 4)).astype(np.float32)
-    return fp32, int8, inputs
+    return fp32, int8, pc, {"x": inputs}
 
 
-def drift(fp32, int8, inputs):
+def drift(fp32, int8, feed):
     import onnxruntime as ort
 
     def run(path):
-        return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": inputs})[0]
+        return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feed)[0]
 
     return np.abs(run(int8) - run(fp32))
 
 
-def test_max_abs_drift_passes_the_maximum_and_names_the_mean(tiny_gemm):
-    fp32, int8, inputs = tiny_gemm
-    diff = drift(fp32, int8, inputs)
-    assert "No answer yet" in checks.check_max_abs_drift(None, int8, fp32, inputs).message
-    right = checks.check_max_abs_drift(float(diff.max()), int8, fp32, inputs)
-    assert right and "Max |drift|" in right.message
-    mean = checks.check_max_abs_drift(float(diff.mean()), int8, fp32, inputs)
-    assert not mean and "is the mean" in mean.message
-    other = checks.check_max_abs_drift(float(diff.max()) + 1.0, int8, fp32, inputs)
-    assert not other and "np.abs(int8 - fp32).max()" in other.message
+def test_per_channel_drift_passes_the_ratio_and_reads_the_prediction(tiny_gemm):
+    fp32, int8, pc, feed = tiny_gemm
+    pc_drift, pt_drift = drift(fp32, pc, feed), drift(fp32, int8, feed)
+    ratio = float(pc_drift.mean() / pt_drift.mean())
+    truth = "less" if ratio < 0.8 else "more" if ratio > 1.2 else "same"
+    right = checks.check_per_channel_drift(truth, ratio, pc, int8, fp32, feed)
+    assert right and "as you predicted" in right.message and f"{ratio:.2f} of it" in right.message
+    other = next(g for g in ("less", "same", "more") if g != truth)
+    missed = checks.check_per_channel_drift(other, ratio, pc, int8, fp32, feed)
+    assert missed and f"you predicted {other!r}" in missed.message
 
 
-def test_max_abs_drift_asks_for_the_file_first(tiny_gemm, tmp_path):
-    fp32, _, inputs = tiny_gemm
-    missing = checks.check_max_abs_drift(0.1, tmp_path / "mlp_pc.onnx", fp32, inputs)
-    assert not missing and "run quantize_dynamic" in missing.message
+def test_per_channel_drift_fails_each_wrong_answer_without_giving_it_away(tiny_gemm):
+    fp32, int8, pc, feed = tiny_gemm
+    pc_drift, pt_drift = drift(fp32, pc, feed), drift(fp32, int8, feed)
+    ratio = float(pc_drift.mean() / pt_drift.mean())
+    inverted = checks.check_per_channel_drift("less", 1 / ratio, pc, int8, fp32, feed)
+    assert not inverted and "divide the other way round" in inverted.message
+    largest = float(pc_drift.max() / pt_drift.max())
+    by_max = checks.check_per_channel_drift("less", largest, pc, int8, fp32, feed)
+    assert not by_max and "largest drifts" in by_max.message
+    other = checks.check_per_channel_drift("less", ratio + 1.0, pc, int8, fp32, feed)
+    assert not other and "ratio of the mean drifts" in other.message
+
+
+def test_per_channel_drift_wants_a_prediction_a_file_and_a_per_channel_one(tiny_gemm, tmp_path):
+    fp32, int8, pc, feed = tiny_gemm
+    assert "answer_1_guess first" in checks.check_per_channel_drift(None, 1.0, pc, int8, fp32, feed).message
+    assert "No answer yet" in checks.check_per_channel_drift("same", None, pc, int8, fp32, feed).message
+    word = checks.check_per_channel_drift("smaller", 1.0, pc, int8, fp32, feed)
+    assert not word and '"less", "same" or "more"' in word.message
+    missing = checks.check_per_channel_drift("same", 1.0, tmp_path / "mlp_pc.onnx", int8, fp32, feed)
+    assert not missing and "per_channel=True" in missing.message
+    same_file = checks.check_per_channel_drift("same", 1.0, int8, int8, fp32, feed)
+    assert not same_file and "per-tensor file's logits" in same_file.message
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -136,7 +157,7 @@ def test_dynamic_node_names_keeps_a_gemm_float_where_its_own_name_does_not(tiny_
     from course_lib.measure import model_facts
     from course_lib.nodes import dynamic_node_names
 
-    fp32, _, _ = tiny_gemm
+    fp32 = tiny_gemm[0]
     own_name, checked = tmp_path / "own_name.onnx", tmp_path / "checked.onnx"
     quantize_dynamic(fp32, own_name, nodes_to_exclude=["gemm"])
     assert model_facts(own_name).op_counts.get("MatMulInteger") == 1  # the Gemm's name matched nothing
@@ -183,6 +204,10 @@ def test_conv_kernel_swap_fails_a_wrong_ratio_and_a_wrong_reading():
     assert not no_reading and "answer_1_faster" in no_reading.message
     wrong = checks.check_conv_kernel_swap(SWAPPED, True, FP32, INT8)
     assert not wrong and "the reading is not" in wrong.message
+    for failed in (measured, dropped, wrong):
+        assert (
+            "1.73" not in failed.message
+        )  # the right ratio is never given away (result.wrong checks it too)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -213,4 +238,6 @@ def test_cosine_pass_share_fails_a_wrong_answer():
     percent = checks.check_cosine_pass_share(75, ref, emb, 0.98)
     assert not percent and "percentage" in percent.message
     wrong = checks.check_cosine_pass_share(0.5, ref, emb, 0.98)
-    assert not wrong and "expected 0.7500" in wrong.message
+    assert not wrong and "take the mean of the comparison" in wrong.message
+    for failed in (below, percent, wrong):
+        assert "0.75" not in failed.message and "75" not in failed.message  # result.wrong checks it too

@@ -1,4 +1,4 @@
-"""Lessons 03 and 03b: the new self-checks (each passes the right answer and teaches on each wrong
+"""Lesson 03: the new self-checks (each passes the right answer and teaches on each wrong
 one it recognises), and the small modules the lessons added: course_lib.scoring and
 course_lib.pre_process.
 
@@ -12,7 +12,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import (
     CalibrationDataReader,
-    CalibrationMethod,
     QuantFormat,
     QuantType,
     quantize_static,
@@ -210,81 +209,3 @@ def test_check_unprocessed_quantization_teaches_on_each_wrong_answer(conv_bn_fil
     assert not float_model and "no QuantizeLinear" in repr(float_model)
     pre_processed = checks.check_unprocessed_quantization("more", processed, processed)
     assert not pre_processed and "no BatchNormalization" in repr(pre_processed)
-
-
-# ---------------------------------------------------------------------------------------------------
-# Lesson 03b: a percentile against MinMax, strided memory, the most saturated tensor
-# ---------------------------------------------------------------------------------------------------
-
-
-def test_check_percentile_beats_minmax_passes_a_percentile_close_to_100(classifier, tmp_path):
-    fp32, minmax, test, x = classifier
-    mine = _static(
-        fp32,
-        tmp_path / "p.onnx",
-        x[:64],
-        calibrate_method=CalibrationMethod.Percentile,
-        extra_options={"CalibPercentile": 99.9999},
-    )
-    result = checks.check_percentile_beats_minmax(99.9999, mine, minmax, test, n=400)
-    # a percentile this close to 100 keeps (nearly) MinMax's ranges: no worse than the noise
-    assert result and ("Within the noise" in repr(result) or "Better than MinMax" in repr(result))
-
-
-def test_check_percentile_beats_minmax_teaches_on_each_wrong_answer(classifier, tmp_path):
-    fp32, minmax, test, x = classifier
-    assert "No answer yet" in repr(checks.check_percentile_beats_minmax(None, None, minmax, test))
-    assert "such as 99.99" in repr(checks.check_percentile_beats_minmax("high", minmax, minmax, test))
-    assert "between 0 and 100" in repr(checks.check_percentile_beats_minmax(150, minmax, minmax, test))
-    assert "does not exist" in repr(
-        checks.check_percentile_beats_minmax(99.9, tmp_path / "x.onnx", minmax, test)
-    )
-    assert "MinMax model itself" in repr(checks.check_percentile_beats_minmax(99.9, minmax, minmax, test))
-    assert "far too much" in repr(checks.check_percentile_beats_minmax(90, fp32, minmax, test))
-    clipped = _static(
-        fp32,
-        tmp_path / "clipped.onnx",
-        x[:64],
-        calibrate_method=CalibrationMethod.Percentile,
-        extra_options={"CalibPercentile": 99.0},
-    )
-    worse = checks.check_percentile_beats_minmax(99.0, clipped, minmax, test, n=400)
-    assert worse or "Clip less" in repr(worse)
-
-
-FIGURES = {(50, False): 40.0, (500, False): 220.0, (50, True): 40.0, (500, True): 42.0}  # MB, as 03b measures
-
-
-def test_check_memory_estimate_passes_the_trend_and_a_measurement_near_it():
-    right = checks.check_memory_estimate(420.0, 400.0, FIGURES)  # the line gives 40 + 0.4 * 950 = 420
-    assert right and "gives 420 MB at 1,000" in repr(right) and "400 kB per image" in repr(right)
-
-
-def test_check_memory_estimate_teaches_on_each_wrong_answer():
-    assert "answer_b_guess first" in repr(checks.check_memory_estimate(None, 400.0, FIGURES))
-    assert "No answer yet" in repr(checks.check_memory_estimate(420.0, None, FIGURES))
-    same = checks.check_memory_estimate(220.0, 400.0, FIGURES)
-    assert not same and "the 500-image figure" in repr(same)
-    far = checks.check_memory_estimate(2000.0, 400.0, FIGURES)
-    assert not far and "far from the trend" in repr(far)
-    strided = checks.check_memory_estimate(420.0, 45.0, FIGURES)  # measured with the stride on
-    assert not strided and "no CalibStridedMinMax" in repr(strided)
-
-
-def test_check_most_saturated_tensor(tmp_path):
-    from test_kernels import conv_block, u8s8_qdq
-
-    block = conv_block(tmp_path / "block.onnx", np.random.default_rng(0))
-    qdq = u8s8_qdq(block, tmp_path / "block.qdq.onnx")
-    from course_lib import calibration
-
-    x = 3 * np.random.default_rng(5).random((4, 3, 12, 12), dtype=np.float32)  # wider than calibration saw
-    values = calibration.activation_values(block, {"x": x}, ["x", "r1", "s"])
-    shares = calibration.saturation(calibration.quantized_ranges(qdq), values)
-    most, least = max(shares, key=shares.get), min(shares, key=shares.get)
-    assert checks.check_most_saturated_tensor(most, qdq, values)
-    assert "No answer yet" in repr(checks.check_most_saturated_tensor(None, qdq, values))
-    assert "not a calibrated tensor" in repr(checks.check_most_saturated_tensor("nope", qdq, values))
-    if shares[least] < shares[most]:
-        wrong = checks.check_most_saturated_tensor(least, qdq, values)
-        assert not wrong and "take max, not min" in repr(wrong)

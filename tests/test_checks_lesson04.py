@@ -1,19 +1,18 @@
-"""Lesson 04's and 04b's self-checks: each passes the right answer and teaches on each wrong one it recognises.
+"""Lesson 04's self-checks: each passes the right answer and teaches on each wrong one it recognises
+(lesson 04b's are in tests/test_checks_lesson04b.py).
 
-The older lesson 04 checks (failing variants, capstone) are tested in tests/test_checks.py."""
+Lesson 04's capstone check is tested in tests/test_checks.py."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
-import pytest
 
 from course_lib import checks, measure
-from course_lib.checks.lesson04b import CALIBRATION_FAULTS
 
 # ---------------------------------------------------------------------------------------------------
-# Exercise 1: the paired interval by hand
+# Exercise 1: how many images an unpaired comparison would need
 # ---------------------------------------------------------------------------------------------------
 
 
@@ -32,173 +31,122 @@ def _parity(only_reference: int, only_candidate: int, n: int = 10_000, both_wron
     return measure.parity(ref, cand, labels)
 
 
-def _paired(b: int, c: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    change, se = (c - b) / n, math.sqrt(b + c - (c - b) ** 2 / n) / n
-    return 100 * (change - z * se), 100 * (change + z * se)
+def _images_needed(p) -> tuple[float, float, float]:
+    """(images the unpaired comparison needs, unpaired half-width, paired half-width), in points."""
+    low, high = p.accuracy_change_interval()
+    pr, pc, n = p.reference_accuracy, p.candidate_accuracy, p.labelled
+    unpaired = 100 * 1.96 * math.sqrt((pr * (1 - pr) + pc * (1 - pc)) / n)
+    paired = (high - low) / 2
+    return n * (unpaired / paired) ** 2, unpaired, paired
 
 
-NOISE = _parity(17, 21)  # per-tensor on the VNNI run: 17 broken, 21 fixed
+NOISE = _parity(17, 21)  # a production choice: 17 broken, 21 fixed
 REAL = _parity(400, 148)  # weak calibration: a real loss
 
 
-def test_check_paired_interval_passes_the_right_interval_and_reading():
-    right = checks.check_paired_interval(_paired(17, 21, 10_000), True, NOISE)
-    assert right and "within the noise" in repr(right) and "Only 38 of the 10,000 images" in repr(right)
-    assert right.message.startswith("Right: -0.08 to +0.16 points")
-    assert checks.check_paired_interval(NOISE.accuracy_change_interval(), True, NOISE)  # the library's
-    loss = checks.check_paired_interval(_paired(400, 148, 10_000), False, REAL)
-    assert loss and "a real loss" in repr(loss)
-    low, high = _paired(17, 21, 10_000)
-    assert checks.check_paired_interval([high, low], True, NOISE)  # either order, a list
+def test_check_unpaired_images_passes_the_right_count_and_reads_the_guess():
+    needed, unpaired, paired = _images_needed(NOISE)
+    right = checks.check_unpaired_images(needed, needed, NOISE)
+    assert right and right.message.startswith("Right: about") and "within a factor of two" in repr(right)
+    assert "the 38 images on which exactly one model is right" in repr(right)
+    assert checks.check_unpaired_images(20_000, needed * 1.02, NOISE)  # a rounding slip is forgiven
+    far_off = checks.check_unpaired_images(needed / 50, needed, NOISE)
+    assert far_off and "under by a factor of 50" in repr(far_off)
+    assert checks.check_unpaired_images(1e6, _images_needed(REAL)[0], REAL)
 
 
-def test_check_paired_interval_names_each_slip():
-    assert "No answer yet" in repr(checks.check_paired_interval(None, None, NOISE))
-    assert "two numbers" in repr(checks.check_paired_interval(0.1, True, NOISE))
-    low, high = _paired(17, 21, 10_000)
-    fractions = checks.check_paired_interval((low / 100, high / 100), True, NOISE)
-    assert not fractions and "multiply by 100" in repr(fractions)
-    flipped = checks.check_paired_interval((-high, -low), True, NOISE)
-    assert not flipped and "other way round" in repr(flipped) and "c = 21" in repr(flipped)
-    one_se = checks.check_paired_interval(_paired(17, 21, 10_000, z=1.0), True, NOISE)
-    assert not one_se and "1.96 standard errors" in repr(one_se)
-    pa, pb = NOISE.candidate_accuracy, NOISE.reference_accuracy
-    half = 196 * math.sqrt((pa * (1 - pa) + pb * (1 - pb)) / 10_000)
-    centre = 100 * (pa - pb)
-    unpaired = checks.check_paired_interval((centre - half, centre + half), True, NOISE)
-    assert not unpaired and "unpaired interval" in repr(unpaired) and "b + c images" in repr(unpaired)
-    other = checks.check_paired_interval((-1.0, 1.0), True, NOISE)
-    assert not other and "(c - b)/n" in repr(other)
+def test_check_unpaired_images_names_each_slip_without_the_answer():
+    needed, unpaired, paired = _images_needed(NOISE)
+    n, ratio = NOISE.labelled, unpaired / paired
+    slips = {
+        n * ratio: "square root of the number of images",
+        ratio**2: "multiply by the number of test images",
+        needed * 1e4: "in fractions and the other in points",
+        n
+        * (100 * 1.96 * math.sqrt(NOISE.reference_accuracy * (1 - NOISE.reference_accuracy) / n) / paired)
+        ** 2: "adds both their variances",
+        12_345: "square the ratio",
+    }
+    for answer, hint in slips.items():
+        result = checks.check_unpaired_images(needed, answer, NOISE)  # wrong() raises if it gave the count
+        assert not result and hint in repr(result), (answer, result)
 
 
-def test_check_paired_interval_wants_the_right_reading():
-    interval = _paired(17, 21, 10_000)
-    assert "Now answer_1_noise" in repr(checks.check_paired_interval(interval, None, NOISE))
-    wrong = checks.check_paired_interval(interval, False, NOISE)
-    assert not wrong and "contains 0" in repr(wrong)
-    real = checks.check_paired_interval(_paired(400, 148, 10_000), True, REAL)
-    assert not real and "wholly on one side of 0" in repr(real)
+def test_check_unpaired_images_wants_a_guess_then_a_number():
+    assert "answer_1_guess first" in repr(checks.check_unpaired_images(None, 5.0, NOISE))
+    assert "No answer yet" in repr(checks.check_unpaired_images(1000, None, NOISE))
+    assert "a number of images" in repr(checks.check_unpaired_images(1000, "many", NOISE))
+    assert "a number of images" in repr(checks.check_unpaired_images("many", 5.0, NOISE))
+    same = _parity(0, 0)  # no image is right in one model only: the paired interval has no width
+    assert "no width" in repr(checks.check_unpaired_images(1000, 5.0, same))
 
 
 # ---------------------------------------------------------------------------------------------------
-# 04b, exercise 1: which fault broke the weak calibration
+# Exercise 2: the prediction of which variants fail, written before the verdicts
 # ---------------------------------------------------------------------------------------------------
-MEAN, STD = 0.286, 0.353  # about Fashion-MNIST's, as the course's preprocessing fits them
+def _verdicts(failing: dict[str, str]) -> dict:
+    """Lesson 04's four variants: those in `failing` fail with its advice, the others pass."""
+    from course_lib.measure import Verdict
+
+    names = ["per-channel, reduce_range", "per-channel", "per-tensor", "weak calibration"]
+    verdicts = {name: Verdict(True, 0.1, 0.997, "passes") for name in names}
+    verdicts.update({name: Verdict(False, 3.1, 0.93, advice) for name, advice in failing.items()})
+    return verdicts
 
 
-def _images(n: int, rng) -> np.ndarray:
-    """Raw uint8 'images' (n, 1, 8, 8) with black and white pixels in each, like Fashion-MNIST's."""
-    images = rng.integers(0, 256, size=(n, 1, 8, 8)).astype(np.uint8)
-    images[:, 0, 0, 0], images[:, 0, 0, 1] = 0, 255
-    return images
+# As measured on an AVX2 CPU without VNNI: full 8-bit per-channel weights saturate, weak calibration fails.
+WEAK = {"weak calibration": "drop over 3 points: per_channel is often missing"}
+NO_VNNI = _verdicts({"per-channel": "agreement 93.00% not above 99%", **WEAK})
+VNNI = _verdicts(WEAK)  # on a VNNI CPU nothing saturates: only the weak calibration fails
+PLANTED = {"per-channel": "U8S8 saturation", "weak calibration": "calibration data"}
 
 
-def _production(images):
-    return ((images / 255 - MEAN) / STD).astype(np.float32)
+def test_check_failing_variants_passes_the_measured_set_with_its_causes():
+    right = checks.check_failing_variants(PLANTED, NO_VNNI, saturates=True)
+    assert right and "can saturate" in repr(right) and "On a CPU with VNNI the answer differs" in repr(right)
+    assert "is only a first guess" in repr(right)  # the rule's advice names per_channel, not the data
+    on_vnni = checks.check_failing_variants({"weak calibration": "Calibration"}, VNNI, saturates=False)
+    assert on_vnni and "cannot saturate" in repr(on_vnni)  # the earlier name of the reason still counts
+    assert "without VNNI the answer can differ" in repr(on_vnni)
+    assert checks.check_failing_variants({}, _verdicts({}), saturates=True)  # none fails, none predicted
+    assert checks.check_failing_variants("none fails", _verdicts({}), saturates=False)
 
 
-def _half_normalised(images):
-    return ((images / 255 - 0.5) / 0.5).astype(np.float32)
+def test_check_failing_variants_says_how_a_wrong_set_misses_without_naming_the_failures():
+    missed = checks.check_failing_variants({"weak calibration": "calibration data"}, NO_VNNI, saturates=True)
+    assert not missed and "1 that fails here is missing" in repr(missed) and "can saturate" in repr(missed)
+    assert "U8S8 saturation" not in repr(missed)
+    extra = {**PLANTED, "per-tensor": "per-tensor scale"}
+    too_many = checks.check_failing_variants(extra, NO_VNNI, saturates=True)
+    assert not too_many and "1 of the variants you predicted to fail passes here" in repr(too_many)
+    vnni_guess = checks.check_failing_variants(PLANTED, VNNI, saturates=False)  # the no-VNNI answer on VNNI
+    assert not vnni_guess and "passes here" in repr(vnni_guess) and "cannot saturate" in repr(vnni_guess)
+    nothing = checks.check_failing_variants({}, NO_VNNI, saturates=True)
+    assert not nothing and "2 that fail here are missing" in repr(nothing)
+    assert "per-channel" not in repr(nothing) and "weak calibration" not in repr(nothing)
 
 
-@pytest.fixture(scope="module")
-def tiny_cnn(tmp_path_factory):
-    """A small Conv -> Relu -> GlobalAveragePool -> Gemm classifier with input 'input' (N, 1, 8, 8):
-    (fp32 path, production inputs, labels = the fp32 model's own answers, its logits, a folder)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-    w = rng.normal(0, 0.5, size=(8, 1, 3, 3)).astype(np.float32)
-    g = rng.normal(0, 1.0, size=(8, 4)).astype(np.float32)
-    graph = helper.make_graph(
-        [
-            helper.make_node("Conv", ["input", "w"], ["conv"], pads=[1, 1, 1, 1]),
-            helper.make_node("Relu", ["conv"], ["relu"]),
-            helper.make_node("GlobalAveragePool", ["relu"], ["pool"]),
-            helper.make_node("Flatten", ["pool"], ["flat"]),
-            helper.make_node("Gemm", ["flat", "g"], ["logits"]),
-        ],
-        "tiny",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 1, 8, 8])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 4])],
-        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(g, "g")],
-    )
-    folder = tmp_path_factory.mktemp("calibration_cause")
-    path = folder / "tiny.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    x = _production(_images(4000, rng))
-    ref = measure.logits(path, x, threads=1)
-    top = np.sort(ref, axis=1)
-    sure = top[:, -1] - top[:, -2] > 0.1  # no near-ties: rounding alone must not flip a decision
-    x, ref = x[sure], ref[sure]
-    return path, x, ref.argmax(1), ref, folder, rng
+def test_check_failing_variants_names_a_right_set_with_a_wrong_reason():
+    coarse = {"per-channel": "per-tensor scale", "weak calibration": "calibration data"}
+    wrong = checks.check_failing_variants(coarse, NO_VNNI, saturates=True)
+    assert not wrong and "Right variants, but the reason is not right for per-channel." in repr(wrong)
+    swapped = {"per-channel": "calibration data", "weak calibration": "U8S8 saturation"}
+    both = checks.check_failing_variants(swapped, NO_VNNI, saturates=True)
+    assert not both and "not right for per-channel, weak calibration" in repr(both)
+    # On a VNNI CPU the reduce_range variant is the one with a changed setting: 7 bits, not saturation.
+    reduced = _verdicts({"per-channel, reduce_range": "drop over 0.5 points: not accepted"})
+    vnni = checks.check_failing_variants({"per-channel, reduce_range": "U8S8 saturation"}, reduced, False)
+    assert not vnni and "cannot saturate" in repr(vnni)
+    assert checks.check_failing_variants({"per-channel, reduce_range": "7-bit weights"}, reduced, False)
 
 
-def _quantize(fp32, out, x):
-    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
-
-    from course_lib import ArrayReader, u8s8_can_saturate
-
-    quantize_static(
-        fp32,
-        out,
-        ArrayReader(x, fp32, batch_size=len(x)),
-        quant_format=QuantFormat.QDQ,
-        activation_type=QuantType.QUInt8,
-        weight_type=QuantType.QInt8,
-        per_channel=True,
-        reduce_range=u8s8_can_saturate(),  # as the lessons do: without VNNI full-range weights saturate
-    )
-    return out
-
-
-def test_check_calibration_cause_measures_the_file_and_answers_each_guess(tiny_cnn):
-    fp32, x, labels, ref, folder, rng = tiny_cnn
-    ten = _quantize(fp32, folder / "ten.onnx", _production(_images(10, rng)))
-    right = checks.check_calibration_cause("the normalisation", ten, ref, x, labels)
-    assert right and "pass the acceptance rule" in repr(right) and "You predicted it." in repr(right)
-    assert "maps above 1 is clipped" in repr(right) and "first-layer SQNR of section 3" in repr(right)
-    count = checks.check_calibration_cause("The 10 images ", ten, ref, x, labels)  # case and spaces forgiven
-    assert count and "You blamed the count: a common guess, and here a wrong one." in repr(count)
-    both = checks.check_calibration_cause("both", ten, ref, x, labels)
-    assert both and "the normalisation alone is enough" in repr(both)
-
-
-def test_check_calibration_cause_reports_a_count_that_fails(tiny_cnn):
-    fp32, x, labels, ref, folder, _ = tiny_cnn
-    # The input's full range, but nothing else: every activation range far too narrow.
-    flat = np.full((10, 1, 8, 8), _production(np.uint8(0)), dtype=np.float32)
-    flat[:, 0, 0, 0] = _production(np.uint8(255))
-    narrow = _quantize(fp32, folder / "narrow.onnx", flat)
-    failing = checks.check_calibration_cause("both", narrow, ref, x, labels)
-    assert (
-        failing and "still fail here" in repr(failing) and "this run shows the count matters" in repr(failing)
-    )
-    only_norm = checks.check_calibration_cause("the normalisation", narrow, ref, x, labels)
-    assert "the count fails it here as well" in repr(only_norm)
-
-
-def test_check_calibration_cause_names_each_wrong_answer(tiny_cnn):
-    from onnxruntime.quantization import quantize_dynamic
-
-    fp32, x, labels, ref, folder, rng = tiny_cnn
-    none_yet = checks.check_calibration_cause(None, None, ref, x, labels)
-    assert not none_yet and "No answer yet" in repr(none_yet) and "answer_1_guess first" in repr(none_yet)
-    odd = checks.check_calibration_cause("the weights", None, ref, x, labels)
-    assert not odd and all(repr(f) in repr(odd) for f in CALIBRATION_FAULTS)
-    now = checks.check_calibration_cause("both", None, ref, x, labels)
-    assert "Now measure" in repr(now) and "answer_1 to the file's path" in repr(now)
-    missing = checks.check_calibration_cause("both", folder / "missing.onnx", ref, x, labels)
-    assert not missing and "Found no file" in repr(missing)
-    unquantized = checks.check_calibration_cause("both", fp32, ref, x, labels)
-    assert not unquantized and "not static QDQ" in repr(unquantized)
-    dynamic = folder / "dynamic.onnx"
-    quantize_dynamic(fp32, dynamic)
-    assert "not static QDQ" in repr(checks.check_calibration_cause("both", dynamic, ref, x, labels))
-    half = _quantize(fp32, folder / "half.onnx", _half_normalised(_images(10, rng)))
-    wrong = checks.check_calibration_cause("the normalisation", half, ref, x, labels)
-    assert not wrong and "[-1.00, 1.00]" in repr(wrong) and "not half_normalised" in repr(wrong)
+def test_check_failing_variants_wants_a_dict_of_known_variants_and_reasons():
+    assert "No answer yet" in repr(checks.check_failing_variants(None, NO_VNNI, saturates=True))
+    assert "write a dict" in repr(checks.check_failing_variants(["per-channel"], NO_VNNI, saturates=True))
+    unknown = checks.check_failing_variants({"per channel": "U8S8 saturation"}, NO_VNNI, saturates=True)
+    assert not unknown and "not one of the variants" in repr(unknown)
+    reason = checks.check_failing_variants({"per-channel": "overflow"}, NO_VNNI, saturates=True)
+    assert not reason and "not one of the reasons" in repr(reason) and "'U8S8 saturation'" in repr(reason)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -207,86 +155,3 @@ def test_check_calibration_cause_names_each_wrong_answer(tiny_cnn):
 def test_check_capstone_asks_for_the_capstones_own_answer(tmp_path):
     waiting = checks.check_capstone(None, tmp_path / "fp32.onnx", np.zeros((1, 4)), np.zeros(1))
     assert not waiting and "set answer_3 to the path" in repr(waiting)
-
-
-# ---------------------------------------------------------------------------------------------------
-# 04b, exercise 2: calibrate the two-input MLP for the edges
-# ---------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def two_input_mlp(tmp_path_factory):
-    """A 2 -> 16 -> 2 MLP (input 'input'), training points in [-1, 1]², edge points out to ±3, and a grid to
-    ±3 with the mask of its points inside the training range: (fp32 path, train, edge, grid, inside, folder)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-    w1, b1 = rng.normal(0, 1, (2, 16)).astype(np.float32), rng.normal(0, 0.1, 16).astype(np.float32)
-    w2 = rng.normal(0, 1, (16, 2)).astype(np.float32)
-    graph = helper.make_graph(
-        [
-            helper.make_node("MatMul", ["input", "w1"], ["h"]),
-            helper.make_node("Add", ["h", "b1"], ["hb"]),
-            helper.make_node("Relu", ["hb"], ["r"]),
-            helper.make_node("MatMul", ["r", "w2"], ["logits"]),
-        ],
-        "two_input_mlp",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 2])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 2])],
-        [
-            numpy_helper.from_array(w1, "w1"),
-            numpy_helper.from_array(b1, "b1"),
-            numpy_helper.from_array(w2, "w2"),
-        ],
-    )
-    folder = tmp_path_factory.mktemp("edge_calibration")
-    path = folder / "mlp.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    train = rng.uniform(-1, 1, (500, 2)).astype(np.float32)
-    edge = rng.uniform(-3, 3, (200, 2)).astype(np.float32)
-    xs, ys = np.meshgrid(np.linspace(-3, 3, 41), np.linspace(-3, 3, 41))
-    grid = np.c_[xs.ravel(), ys.ravel()].astype(np.float32)
-    return path, train, edge, grid, np.all(np.abs(grid) <= 1, axis=1), folder
-
-
-def _static(fp32, out, x):
-    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
-
-    from course_lib import ArrayReader
-
-    qdq = dict(quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-    quantize_static(fp32, out, ArrayReader(x, fp32, batch_size=100), **qdq)
-    return out
-
-
-def test_check_edge_calibration_passes_a_file_calibrated_on_the_edges_too(two_input_mlp):
-    fp32, train, edge, grid, inside, folder = two_input_mlp
-    lesson = _static(fp32, folder / "train.onnx", train)
-    wider = _static(fp32, folder / "wider.onnx", np.vstack([train, edge]))
-    right = checks.check_edge_calibration(wider, fp32, lesson, grid, inside)
-    assert (
-        right
-        and "Calibrated on the edge set too" in repr(right)
-        and "outside the training range" in repr(right)
-    )
-    assert "256 levels now cover a wider range, each step coarser" in repr(right)
-
-
-def test_check_edge_calibration_names_each_wrong_answer(two_input_mlp):
-    from onnxruntime.quantization import quantize_dynamic
-
-    fp32, train, _, grid, inside, folder = two_input_mlp
-    lesson = _static(fp32, folder / "train_again.onnx", train)
-    assert "No answer yet: set answer_2" in repr(
-        checks.check_edge_calibration(None, fp32, lesson, grid, inside)
-    )
-    assert "Found no file" in repr(
-        checks.check_edge_calibration(folder / "nothing.onnx", fp32, lesson, grid, inside)
-    )
-    assert "not static QDQ" in repr(checks.check_edge_calibration(fp32, fp32, lesson, grid, inside))
-    dynamic = folder / "dynamic.onnx"
-    quantize_dynamic(fp32, dynamic)
-    assert "not static QDQ" in repr(checks.check_edge_calibration(dynamic, fp32, lesson, grid, inside))
-    same = checks.check_edge_calibration(
-        _static(fp32, folder / "same.onnx", train), fp32, lesson, grid, inside
-    )
-    assert not same and "Not yet" in repr(same) and "np.vstack" in repr(same)

@@ -61,6 +61,16 @@ def test_float_island_time_on_a_cpu_without_float_islands():
     arm = profile(QLinearConv=20.0)  # ARM: every S8S8 convolution on an integer kernel
     result = checks.check_float_island_time("more", 0.0, arm, FP32_PROFILE)
     assert result and "no float island" in result.message
+    keyed = checks.check_float_island_time("more", 1.0, arm, FP32_PROFILE)  # a Conv time read from elsewhere
+    assert not keyed and "ms_per_run.get('Conv', 0.0)" in keyed.message
+
+
+def test_float_island_time_never_gives_the_ratio_away():
+    for answer in (40 / 70, 102 / 41, 3.0, 1.6):
+        result = checks.check_float_island_time("more", answer, S8S8_PROFILE, FP32_PROFILE)
+        assert not result and "1.75" not in result.message and "1.8" not in result.message
+    words = checks.check_float_island_time("more", "lots", S8S8_PROFILE, FP32_PROFILE)
+    assert not words and "give one number" in words.message
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -111,7 +121,9 @@ def test_careless_swap_checks_where_the_ratio_landed_and_the_prediction():
     surprised = checks.check_careless_swap("inside", "below", 0.82, 1.61, 1.87)
     assert surprised and "you predicted 'inside'" in surprised.message
     misread = checks.check_careless_swap("below", "inside", 0.82, 1.61, 1.87)
-    assert not misread and "expected 'below'" in misread.message and "0.82x" in misread.message
+    assert not misread and "not where the careless ratio landed" in misread.message
+    assert "below" not in misread.message.lower()  # the answer is not given away
+    assert not checks.check_careless_swap("below", "above", 1.7, 1.61, 1.87)
     assert checks.check_careless_swap("below", "inside", 1.7, 1.61, 1.87)
     assert checks.check_careless_swap("below", "above", 2.5, 1.61, 1.87)
 
@@ -157,11 +169,13 @@ def test_intensity_teaches_each_slip(tmp_path):
     fp32_bytes = checks.check_intensity(70.0, 18.0, path, shapes)  # per byte of fp32 weights
     assert not fp32_bytes and "fp32 weights" in fp32_bytes.message
     wrong = checks.check_intensity(70.0, 50.0, path, shapes)
-    assert not wrong and "expected 72.0" in wrong.message
+    assert not wrong and "intensity(8)" in wrong.message and "72" not in wrong.message
+    odd = checks.check_intensity(70.0, "a lot", path, shapes)
+    assert not odd and "give one number" in odd.message
 
 
 # ---------------------------------------------------------------------------------------------------
-# Exercise 3: the bootstrap interval, computed from the raw timed runs
+# Exercise 3: the bootstrap interval, paired and unpaired, computed from the raw timed runs
 # ---------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def runs():
@@ -175,20 +189,37 @@ def runs():
 
 
 def learner(fp32, int8, seed=0, resamples=2000, stat=np.median, q=(5, 95), paired=True):
-    """What a learner writes: resample pairs of runs, ratio of medians, its percentiles."""
+    """What a learner writes: resample runs (pairs, or each side on its own), ratio of medians, percentiles."""
     rng = np.random.default_rng(seed)
     i = rng.integers(0, len(fp32), size=(resamples, len(fp32)))
     j = i if paired else rng.integers(0, len(fp32), size=(resamples, len(fp32)))
     return np.percentile(stat(fp32[i], axis=1) / stat(int8[j], axis=1), q)
 
 
-def test_bootstrap_interval_passes_a_learners_answer_whatever_the_seed(runs):
+def both(fp32, int8, seed=0, **slip):
+    return learner(fp32, int8, seed=seed, **slip), learner(fp32, int8, seed=seed + 100, paired=False)
+
+
+def test_bootstrap_interval_passes_a_learners_answers_whatever_the_seed(runs):
     fp32, int8 = runs
     for seed in range(5):
-        result = checks.check_bootstrap_interval(learner(fp32, int8, seed=seed), fp32, int8)
+        paired, unpaired = both(fp32, int8, seed=seed)
+        result = checks.check_bootstrap_interval("narrower", paired, unpaired, fp32, int8)
         assert result, result.message
-        assert "nine times in ten" in result.message
-    assert checks.check_bootstrap_interval(measure_interval(fp32, int8), fp32, int8)
+        assert "nine times in ten" in result.message and "narrower than the unpaired one" in result.message
+        assert "as you predicted" in result.message
+    library = measure_interval(fp32, int8)
+    assert checks.check_bootstrap_interval("wider", library, unpaired, fp32, int8)
+
+
+def test_bootstrap_interval_says_what_pairing_did_against_the_prediction(runs):
+    fp32, int8 = runs
+    surprised = checks.check_bootstrap_interval(" Same", *both(fp32, int8), fp32, int8)
+    assert surprised and "you predicted 'same'" in surprised.message and "common noise" in surprised.message
+    rng = np.random.default_rng(2)  # independent runs: nothing moves the two models together
+    fp32_alone, int8_alone = 24 + rng.normal(0, 1, 40), 16 + rng.normal(0, 0.7, 40)
+    alike = checks.check_bootstrap_interval("narrower", *both(fp32_alone, int8_alone), fp32_alone, int8_alone)
+    assert alike and "about the same as the unpaired one" in alike.message, alike.message
 
 
 def measure_interval(fp32, int8):
@@ -197,14 +228,22 @@ def measure_interval(fp32, int8):
     return bootstrap_ratio_interval(fp32, int8)
 
 
-def test_bootstrap_interval_asks_for_an_answer_of_the_right_shape(runs):
+def test_bootstrap_interval_asks_for_answers_of_the_right_shape(runs):
     fp32, int8 = runs
-    assert "No answer yet" in repr(checks.check_bootstrap_interval(None, fp32, int8))
-    single = checks.check_bootstrap_interval(float(np.median(fp32) / np.median(int8)), fp32, int8)
+    paired, unpaired = both(fp32, int8)
+    assert "answer_3_guess first" in repr(checks.check_bootstrap_interval(None, paired, unpaired, fp32, int8))
+    assert "No answer yet" in repr(checks.check_bootstrap_interval("narrower", None, unpaired, fp32, int8))
+    assert "independent indices" in repr(
+        checks.check_bootstrap_interval("narrower", paired, None, fp32, int8)
+    )
+    odd = checks.check_bootstrap_interval("tighter", paired, unpaired, fp32, int8)
+    assert not odd and '"narrower", "same" or "wider"' in odd.message
+    single = checks.check_bootstrap_interval(
+        "narrower", float(np.median(fp32) / np.median(int8)), unpaired, fp32, int8
+    )
     assert not single and "give two numbers" in single.message
-    low, high = learner(fp32, int8)
-    backwards = checks.check_bootstrap_interval((high, low), fp32, int8)
-    assert not backwards and "the low end first" in backwards.message
+    backwards = checks.check_bootstrap_interval("narrower", paired, unpaired[::-1], fp32, int8)
+    assert not backwards and "high end first" in backwards.message
 
 
 @pytest.mark.parametrize(
@@ -224,19 +263,29 @@ def test_bootstrap_interval_recognises_each_slip(runs, slip, hint):
         "per-run ratios": lambda: np.percentile(fp32 / int8, [5, 95]),
         "95%": lambda: learner(fp32, int8, q=(2.5, 97.5)),
     }[slip]()
-    result = checks.check_bootstrap_interval(answer, fp32, int8)
+    _, unpaired = both(fp32, int8)
+    result = checks.check_bootstrap_interval("narrower", answer, unpaired, fp32, int8)
     assert not result and hint in result.message, result.message
 
 
-def test_bootstrap_interval_recognises_unpaired_resampling_where_pairing_matters():
+def test_bootstrap_interval_tells_the_paired_and_unpaired_answers_apart():
     rng = np.random.default_rng(1)
     shared = rng.normal(0, 4, 40)  # the machine's state moves both models' runs together
     fp32, int8 = 24 + shared + rng.normal(0, 0.2, 40), 16 + shared * 0.67 + rng.normal(0, 0.2, 40)
-    result = checks.check_bootstrap_interval(learner(fp32, int8, paired=False), fp32, int8)
-    assert not result and "draw the same indices for both" in result.message, result.message
+    paired, unpaired = both(fp32, int8)
+    swapped = checks.check_bootstrap_interval("narrower", unpaired, paired, fp32, int8)
+    assert not swapped and "draw the same indices for both" in swapped.message, swapped.message
+    twice = checks.check_bootstrap_interval("narrower", paired, paired, fp32, int8)
+    assert not twice and "the paired interval again" in twice.message, twice.message
+    inverted = learner(int8, fp32, paired=False)
+    off = checks.check_bootstrap_interval("narrower", paired, inverted, fp32, int8)
+    assert not off and "divided INT8's median by fp32's" in off.message, off.message
 
 
 def test_bootstrap_interval_falls_back_to_the_recipe(runs):
     fp32, int8 = runs
-    far = checks.check_bootstrap_interval((3.0, 4.0), fp32, int8)
+    _, unpaired = both(fp32, int8)
+    far = checks.check_bootstrap_interval("narrower", (3.0, 4.0), unpaired, fp32, int8)
     assert not far and "5th and 95th percentiles" in far.message
+    far_unpaired = checks.check_bootstrap_interval("narrower", both(fp32, int8)[0], (3.0, 4.0), fp32, int8)
+    assert not far_unpaired and "another for INT8's" in far_unpaired.message

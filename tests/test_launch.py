@@ -67,13 +67,13 @@ def test_every_lesson_opens_with_its_badges_and_sets_up_before_importing(noteboo
     assert where.pip_requirement(launch.lesson_extras(notebook.name)) in cells[setup].source
 
 
-def test_lesson_05s_colab_cell_installs_the_openvino_extra_and_the_others_do_not():
+def test_lesson_05cs_colab_cell_installs_the_openvino_extra_and_the_others_do_not():
     where = launch.read_launch()
     assert where.pip_requirement(("openvino",)).startswith("onnx-quant-course[openvino] @ git+")
     for notebook in NOTEBOOKS:
         cells = nbformat.read(notebook, as_version=4).cells
         setup = next(c.source for c in cells if c.source.startswith(launch.SETUP_MARK))
-        wants_openvino = notebook.name.startswith("05b_")
+        wants_openvino = notebook.name.startswith("05c_")
         assert ("onnx-quant-course[openvino] @" in setup) == wants_openvino, notebook.name
         assert ("also installs the course's extra: openvino" in setup) == wants_openvino, notebook.name
 

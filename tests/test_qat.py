@@ -1,10 +1,12 @@
-"""course_lib.qat: BatchNorm folding, fake-quantized twins, export; and check_int4_scale.
+"""course_lib.qat: BatchNorm folding, fake-quantized twins, export; and lesson 06c's two checks.
 
-The end-to-end test is the lesson's claim: a fake quantizer written like lesson 06b's rounds every
+The end-to-end test is the lesson's claim: a fake quantizer written like lesson 06c's rounds every
 weight to the code that ONNX Runtime's `quantize_static` writes into the file.
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -97,7 +99,8 @@ def test_without_fake_quant_gives_plain_modules_with_the_latent_weights():
 
 @pytest.fixture(scope="module")
 def int4_files(tmp_path_factory):
-    """A folded ResNet18 with fake-quantized weights, exported and quantized as lesson 06b does."""
+    """A folded ResNet18 with fake-quantized weights, exported and quantized as lesson 06c does: one
+    file with one scale per tensor, and one with one scale per output channel (its exercises)."""
     import logging
 
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
@@ -112,24 +115,26 @@ def int4_files(tmp_path_factory):
     pre = folder / "qat.pre.onnx"
     quant_pre_process(exported, pre)
     x = np.random.default_rng(0).normal(size=(20, 1, 32, 32)).astype(np.float32)
-    out = folder / "qat.int4.onnx"
-    quantize_static(
-        pre,
-        out,
-        calibration.ArrayReader(x, pre, batch_size=10),
-        quant_format=QuantFormat.QDQ,
-        per_channel=False,
-        reduce_range=True,
-        weight_type=QuantType.QInt4,
-        activation_type=QuantType.QUInt8,
-    )
-    return student, out
+    files = {}
+    for per_channel in (False, True):
+        files[per_channel] = folder / f"qat.int4.{'per_channel' if per_channel else 'per_tensor'}.onnx"
+        quantize_static(
+            pre,
+            files[per_channel],
+            calibration.ArrayReader(x, pre, batch_size=10),
+            quant_format=QuantFormat.QDQ,
+            per_channel=per_channel,
+            reduce_range=True,
+            weight_type=QuantType.QInt4,
+            activation_type=QuantType.QUInt8,
+        )
+    return SimpleNamespace(student=student, path=files[False], per_channel=files[True], fp32=pre, x=x)
 
 
 def test_onnx_runtime_writes_the_codes_the_fake_quantizer_trained_with(int4_files):
     import onnx
 
-    student, path = int4_files
+    student, path = int4_files.student, int4_files.path
     stored = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
     compared = 0
     for name, w in student.named_parameters():
@@ -141,15 +146,70 @@ def test_onnx_runtime_writes_the_codes_the_fake_quantizer_trained_with(int4_file
     assert compared == 21  # 20 convolutions and the classifier
 
 
-def test_check_int4_scale(int4_files):
-    student, path = int4_files
-    absmax = student.layer1[0].conv1.weight.detach().abs().max().item()
-    name = "layer1.0.conv1.weight"
-    right = checks.check_int4_scale(2 * absmax / 7, path, name)
-    assert right and "[−4, 3]" in right.message
-    assert "without reduce_range" in checks.check_int4_scale(absmax / 7.5, path, name).message
-    assert "lesson 01" in checks.check_int4_scale(absmax / 7, path, name).message
-    assert not checks.check_int4_scale(absmax, path, name)
-    assert not checks.check_int4_scale(None, path, name)
-    with pytest.raises(ValueError, match="no scale for a weight named 'conv9.weight'"):
-        checks.check_int4_scale(1.0, path, "conv9.weight")
+# ---------------------------------------------------------------------------------------------------
+# Lesson 06c's exercises: one scale per output channel
+# ---------------------------------------------------------------------------------------------------
+def per_channel(w: torch.Tensor) -> torch.Tensor:
+    """The solution of exercise B: each output channel rounded with its own scale, 2·max|w| / 7."""
+    scale = (2 * w.detach().abs().amax(dim=tuple(range(1, w.ndim)), keepdim=True).double() / 7).float()
+    return w + (torch.clamp(torch.round(w / scale), -8, 7) * scale - w).detach()
+
+
+def test_check_per_channel_fake_quant_passes_the_per_channel_twin(int4_files):
+    right = checks.check_per_channel_fake_quant(per_channel, int4_files.per_channel, int4_files.fp32)
+    assert right and "gradient passes straight through" in right.message
+
+
+def test_check_per_channel_fake_quant_names_each_slip(int4_files):
+    files = (int4_files.per_channel, int4_files.fp32)
+    tensor = checks.check_per_channel_fake_quant(fake_quant, *files)  # one scale for the whole tensor
+    assert not tensor and "one scale for the whole tensor" in tensor.message
+
+    def codes_only(w):
+        scale = (2 * w.detach().abs().amax(dim=tuple(range(1, w.ndim)), keepdim=True).double() / 7).float()
+        return torch.clamp(torch.round(w / scale), -8, 7)
+
+    assert "it returns the codes" in checks.check_per_channel_fake_quant(codes_only, *files).message
+
+    def no_gradient(w):
+        return per_channel(w).detach() * torch.ones_like(w)  # the right values, the gradient cut
+
+    assert (
+        "does not pass straight through" in checks.check_per_channel_fake_quant(no_gradient, *files).message
+    )
+    assert (
+        "pass the function itself"
+        in checks.check_per_channel_fake_quant(per_channel(torch.ones(2)), *files).message
+    )
+    assert (
+        "do exercise A first"
+        in checks.check_per_channel_fake_quant(per_channel, None, int4_files.fp32).message
+    )
+    per_tensor_file = checks.check_per_channel_fake_quant(per_channel, int4_files.path, int4_files.fp32)
+    assert not per_tensor_file and "do exercise A first" in per_tensor_file.message
+    assert "No answer yet" in checks.check_per_channel_fake_quant(None, *files).message
+
+
+def test_check_per_channel_int4_scores_the_file_and_compares_the_guess(int4_files):
+    from course_lib import scoring
+
+    labels = np.arange(len(int4_files.x)) % 10
+    test = scoring.TestSet.of(int4_files.fp32, int4_files.x, labels)
+    from course_lib.measure import acceptance, logits, parity
+
+    found = parity(test.fp32_logits, logits(int4_files.per_channel, {"input": test.x}), labels)
+    actual = "passes" if acceptance(found).passes else "fails"
+    other = "fails" if actual == "passes" else "passes"
+    right = checks.check_per_channel_int4(actual, int4_files.per_channel, test)
+    assert right and "as you predicted" in right.message and "One scale per channel" in right.message
+    guessed_wrong = checks.check_per_channel_int4(other, int4_files.per_channel, test)
+    assert guessed_wrong and f"not as you predicted ({other})" in guessed_wrong.message
+    per_tensor = checks.check_per_channel_int4(actual, int4_files.path, test)
+    assert not per_tensor and "pass per_channel=True" in per_tensor.message
+    assert (
+        "does not exist"
+        in checks.check_per_channel_int4(actual, int4_files.fp32.with_name("no.onnx"), test).message
+    )
+    assert "no INT4 weight" in checks.check_per_channel_int4(actual, int4_files.fp32, test).message
+    assert "one word" in checks.check_per_channel_int4("maybe", int4_files.per_channel, test).message
+    assert "Write your guess" in checks.check_per_channel_int4(None, int4_files.per_channel, test).message

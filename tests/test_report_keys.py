@@ -138,7 +138,10 @@ def writes_in(path: Path, namespace: dict | None = None) -> list[Write]:
     return found
 
 
-LESSONS = sorted((ROOT / "notebooks" / "src").glob("*.py"))
+# The lessons record their results from their claims modules (`@book.end`), a few from the lesson itself.
+LESSONS = sorted((ROOT / "notebooks" / "src").glob("*.py")) + sorted(
+    (ROOT / "course_lib" / "checks").glob("claims*.py")
+)
 WRITES = [w for path in LESSONS for w in writes_in(path)] + writes_in(
     ROOT / "course_lib" / "tooling" / "bench.py", vars(bench)
 )

@@ -187,7 +187,7 @@ def test_half_float_features_from_recorded_cpus():
     assert runtimes.expected_default_precision(hardware.half_float_features(m2), "arm64") == "f16"
 
 
-# What OpenVINO 2026.4.1 raised compiling lesson 05b's S8S8 per-channel ResNet18 with its default
+# What OpenVINO 2026.4.1 raised compiling lesson 05c's S8S8 per-channel ResNet18 with its default
 # precision (bf16) on an Intel Xeon with AMX; with f32 pinned the same file compiled.
 NO_SUITABLE_IMPLEMENTATIONS = (
     "Exception from src/inference/src/cpp/core.cpp:132:\n"
@@ -239,50 +239,71 @@ def test_without_openvino_the_course_says_how_to_install_it(monkeypatch):
         runtimes.require_openvino()
 
 
-OPENVINO_SECTION = "## 6."  # lesson 05b's section "The same file, another runtime"
+LESSON_05C = "05c_a_second_runtime.py"  # lesson 05c: the course's QDQ files on OpenVINO
+NEEDS_OPENVINO_ONLY_FOR_SOME = {"qlinearadd-small", "ort-below-row"}  # ONNX Runtime's figures alone
 
 
-def _lesson_05b_code_cells():
+def _run_lesson_05c(tmp_path, monkeypatch):
+    """Every code cell of lesson 05c, in order, on tiny classifiers standing in for its ResNet18 files:
+    (namespace, tables shown, the lesson's verdicts by sentence name, results recorded)."""
     import jupytext
-
-    from conftest import ROOT
-
-    cells = jupytext.read(ROOT / "notebooks" / "src" / "05b_measuring_and_runtimes.py").cells
-    section, found = None, []
-    for cell in cells:
-        if cell.cell_type == "markdown" and cell.source.startswith("## "):
-            section = cell.source.splitlines()[0]
-        elif cell.cell_type == "code":
-            found.append((section, cell.source))
-    return found
-
-
-def test_lesson_05s_openvino_section_runs_without_openvino(monkeypatch, capsys):
-    """Without the package, lesson 05b's OpenVINO section runs (printing how to install it) and nothing
-    else in the notebook touches what it would have made."""
-    import re
-
-    from IPython.display import Markdown, display
+    from IPython import display as ipython_display
+    from IPython.display import Markdown
 
     import course_lib as cl
+    from conftest import ROOT
+    from course_lib import claims, variants
 
-    monkeypatch.setitem(sys.modules, "openvino", None)
-    cells = _lesson_05b_code_cells()
-    openvino_cells = [src for sec, src in cells if sec and sec.startswith(OPENVINO_SECTION)]
-    assert len(openvino_cells) >= 5
-    namespace = {"runtimes": runtimes, "measure": measure, "hardware": hardware, "cl": cl, "np": np}
-    namespace |= {"display": display, "Markdown": Markdown}
-    for source in openvino_cells:
-        exec(
-            compile(source, "lesson-05b-openvino", "exec"), namespace
-        )  # a NameError means a cell is unguarded
-    assert namespace["openvino"] is None
+    fp32 = tiny_classifier(tmp_path / "fp32.onnx")
+    paths = {
+        "fp32": fp32,
+        "static U8S8 per-channel": tiny_classifier(tmp_path / "u8s8.onnx", TensorProto.UINT8),
+        "static S8S8 per-channel": tiny_classifier(tmp_path / "s8s8.onnx", TensorProto.INT8),
+    }
+    x = np.random.default_rng(4).standard_normal((200, 16)).astype(np.float32)
+    labels = measure.logits(str(fp32), x, threads=1).argmax(1)
+    monkeypatch.setattr(variants, "build_resnet_variants", lambda *args, **kwargs: dict(paths))
+    monkeypatch.setattr(cl, "load_split", lambda split: (x, labels))
+    monkeypatch.setattr(cl, "preprocess", lambda images: images)
+    monkeypatch.setattr(measure, "physical_cores", lambda: 1)
+    shown, recorded = [], []
+    monkeypatch.setattr(ipython_display, "display", shown.append)
+    monkeypatch.setattr(measure, "record", lambda **entry: recorded.append(entry))
+    claims.clear_ledger()
+    namespace = {}
+    for cell in jupytext.read(ROOT / "notebooks" / "src" / LESSON_05C).cells:
+        if cell.cell_type == "code":
+            exec(compile(cell.source, "lesson-05c", "exec"), namespace)
+    verdicts = {c.id.split(".", 1)[1]: c for c in claims.ledger() if c.id.startswith("05c.")}
+    claims.clear_ledger()
+    tables = [m.data for m in shown if isinstance(m, Markdown)]
+    return namespace, tables, verdicts, recorded
+
+
+def test_lesson_05c_runs_without_openvino(private_data_dir, tmp_path, monkeypatch, capsys):
+    """Without the package, lesson 05c runs top to bottom (saying how to install it), and every
+    sentence that needs OpenVINO reads "not measured here" with that reason, never unsettled."""
+    from course_lib import checks
+    from course_lib.checks.claims05c import NOT_INSTALLED, book
+
+    monkeypatch.setitem(sys.modules, "openvino", None)  # what Python does for a module it cannot import
+    namespace, tables, verdicts, recorded = _run_lesson_05c(tmp_path, monkeypatch)
+    assert namespace["openvino"] is None and namespace["compiled"] == {}
     assert "OpenVINO is not installed: pip install openvino" in capsys.readouterr().out
-    # Elsewhere in the lesson, every cell that reads section 7's results checks for OpenVINO first.
-    made_there = re.compile(r"\b(ov_\w+|core\.|compiled)\b")
-    for sec, source in cells:
-        if not (sec or "").startswith(OPENVINO_SECTION) and made_there.search(source):
-            assert "openvino is not None" in source, f"unguarded in {sec}:\n{source[:300]}"
+    assert set(verdicts) == set(book.sentences)  # every check cell ran
+    for name, claim in verdicts.items():
+        if name in NEEDS_OPENVINO_ONLY_FOR_SOME:
+            assert claim.verdict != "not measured", name
+        elif not claim.applies:  # about other CPUs (x86 without VNNI, say): not for this one either way
+            assert claim.verdict == "not for this CPU", name
+        else:
+            assert (claim.verdict, claim.unmeasured) == ("not measured", NOT_INSTALLED), name
+    assert recorded == []
+    for result in (
+        checks.check_pinned_integer_convs("integer", None, namespace["paths"]["fp32"], 1),
+        checks.check_batch_one_gain("smaller", None, None),
+    ):
+        assert result and "OpenVINO is not installed here" in result.message
 
 
 def test_openvino_is_imported_without_sending_its_usage_telemetry():
@@ -316,7 +337,7 @@ def test_openvino_is_imported_without_sending_its_usage_telemetry():
 def tiny_classifier(path, activation=None):
     """input (N, 16) -> [QuantizeLinear/DequantizeLinear in u8 or s8] -> MatMul with (int8) weights
     -> Add -> logits (N, 10): a classifier that compiles, scores and times in a moment, standing in
-    for lesson 05b's ResNet18 files (fp32 without `activation`, else a QDQ file)."""
+    for lesson 05c's ResNet18 files (fp32 without `activation`, else a QDQ file)."""
     rng = np.random.default_rng(3)
     weights = rng.integers(-127, 128, size=(16, 10)).astype(np.int8)
     inits = [numpy_helper.from_array(rng.standard_normal(10).astype(np.float32), "b")]
@@ -345,7 +366,7 @@ def tiny_classifier(path, activation=None):
 
 
 class RefusingCore:
-    """An `openvino.Core` that refuses one file as OpenVINO 2026.4.1 refused lesson 05b's S8S8 file on
+    """An `openvino.Core` that refuses one file as OpenVINO 2026.4.1 refused lesson 05c's S8S8 file on
     an Intel Xeon with AMX (the same RuntimeError text), with its default precision only or with every
     setting, and compiles everything else for real."""
 
@@ -360,130 +381,51 @@ class RefusingCore:
         return self.core.compile_model(model, device, config)
 
 
-def _guarded_statements(source):
-    """A cell's top-level statements that run only with OpenVINO (`if openvino is not None:` and
-    `for … in … if openvino is not None else ()`), as one module to execute."""
-    import ast
-
-    tree = ast.parse(source)
-    guard = "openvino is not None"
-    kept = [
-        node
-        for node in tree.body
-        if (isinstance(node, ast.If) and ast.unparse(node.test) == guard)
-        or (
-            isinstance(node, ast.For)
-            and isinstance(node.iter, ast.IfExp)
-            and ast.unparse(node.iter.test) == guard
-        )
-    ]
-    return ast.Module(body=kept, type_ignores=[])
-
-
 @pytest.mark.parametrize("also_pinned", [False, True], ids=["default-refused", "every-setting-refused"])
-def test_lesson_05s_openvino_section_survives_a_refusal(core, tmp_path, monkeypatch, capsys, also_pinned):
+def test_lesson_05c_survives_a_refusal(private_data_dir, core, tmp_path, monkeypatch, capsys, also_pinned):
     """On any CPU: OpenVINO refuses the S8S8 file (with its default precision, or with every setting),
-    as 2026.4.1 did on an AMX Xeon. Lesson 05b's OpenVINO cells run on, show the refusal, retry the file
-    with f32 pinned and measure the retry; every later OpenVINO cell (the seed table's claim, the
-    figures, the results) reads what ran, and a sentence that needs the refused run is left unsettled (the retry
-    does not stand in for it: on the AMX Xeon its convolutions ran on f32 kernels)."""
-    from types import SimpleNamespace
-
-    from IPython.display import Markdown
+    as 2026.4.1 did on an AMX Xeon. Lesson 05c runs on, shows the refusal, retries the file with f32
+    pinned and measures the retry; a sentence that needs the refused run reads "not measured here" with
+    the reason (the retry does not stand in for it: on the AMX Xeon its convolutions ran on f32 kernels)."""
+    from course_lib.reference import load_figures
 
     openvino = runtimes.require_openvino()
     monkeypatch.setattr(openvino, "Core", lambda: RefusingCore(core, "s8s8.onnx", also_pinned))
-    pc, s8s8 = "static U8S8 per-channel", ("static S8S8 per-channel", "static S8S8 per-channel, rr")
-    fp32 = tiny_classifier(tmp_path / "fp32.onnx")
-    paths = {
-        pc: tiny_classifier(tmp_path / "u8s8.onnx", TensorProto.UINT8),
-        s8s8[0]: tiny_classifier(tmp_path / "s8s8.onnx", TensorProto.INT8),
-    }
-    x = np.random.default_rng(4).standard_normal((200, 16)).astype(np.float32)
-    ref = measure.logits(str(fp32), x, threads=1)
-    speed = {
-        (n, b): measure.compare_latency(
-            {"fp32": fp32, n: paths[n]}, {"input": x[:b]}, threads=1, warmup=1, runs=5
-        )
-        for n in (pc, s8s8[0])
-        for b in (1, 64)
-    }
-    claims, shown, recorded = [], [], []
-    fake_cl = SimpleNamespace(  # claim cells: what each says, without the verdict lines
-        claim=lambda statement, holds, evidence="", applies=True, **_: claims.append(
-            (statement, holds, evidence, applies)
-        )
-    )
-    monkeypatch.setattr(measure, "record", lambda **entry: recorded.append(entry))
-
-    from collections import Counter
-
-    import onnx
-
-    from course_lib import claims as claims_module
-    from course_lib import kernels, units
-
-    namespace = {"runtimes": runtimes, "measure": measure, "hardware": hardware, "cl": fake_cl, "np": np}
-    namespace |= {"onnx": onnx, "kernels": kernels, "Counter": Counter, "work": tmp_path}
-    namespace |= {"display": shown.append, "Markdown": Markdown, "THREADS": 1, "X86": True}
-    namespace |= {"claims": claims_module, "units": units}
-    namespace |= {"fp32": fp32, "paths": paths, "pc": pc, "S8S8": s8s8, "x": x, "ref": ref, "speed": speed}
-    namespace |= {"test_labels": ref.argmax(1), "row": "vnni", "figures": {}}
-    cells = _lesson_05b_code_cells()
-    for sec, source in cells:
-        if sec and sec.startswith(OPENVINO_SECTION):
-            exec(compile(source, "lesson-05b-openvino", "exec"), namespace)
-    for sec, source in cells:  # the later cells' OpenVINO parts: the seed table, the figures, the results
-        if not (sec or "").startswith(OPENVINO_SECTION) and "openvino is not None" in source:
-            exec(compile(_guarded_statements(source), "lesson-05b-after-openvino", "exec"), namespace)
-
-    default, retry = "OpenVINO S8S8 per-channel", "OpenVINO S8S8 per-channel, f32 pinned (default refused)"
+    namespace, tables, verdicts, recorded = _run_lesson_05c(tmp_path, monkeypatch)
     out = capsys.readouterr().out
     assert (
         "OpenVINO refused to compile s8s8.onnx with its default settings here: No suitable implementations"
         in out
     )
-    ov_runs, ov_refused, ov_speed = namespace["ov_runs"], namespace["ov_refused"], namespace["ov_speed"]
-    others = {"OpenVINO fp32, f32 pinned", "OpenVINO fp32, default", "OpenVINO U8S8 per-channel"}
+    default, retry = "OpenVINO S8S8", "OpenVINO S8S8, f32 pinned (default refused)"
     asked = [(f, c.get("INFERENCE_PRECISION_HINT", "default")) for f, c in namespace["core"].asked]
     s8s8_asked = [a for a in asked if a[0] == "s8s8.onnx"]
-    assert s8s8_asked[-2:] == [("s8s8.onnx", "default"), ("s8s8.onnx", "f32")]  # refused, then retried pinned
-    table = next(m.data for m in shown if isinstance(m, Markdown) and "what OpenVINO said" in m.data)
-    assert "| s8s8.onnx | default | No suitable implementations (at src/plugins/intel_cpu/" in table
-    figures = namespace["figures"]
-    if not also_pinned:
-        assert set(ov_runs) == others | {retry} and set(ov_refused) == {default}
-        assert namespace["ov_hint"][retry] == "f32" and {(retry, 1), (retry, 64)} <= set(ov_speed)
-        assert f"compiled, and ran as '{retry}'" in table
-        speed_table = next(m.data for m in shown if isinstance(m, Markdown) and "runtime and file" in m.data)
-        assert f"| {retry} |" in speed_table
-        assert figures["ov_s8s8_pc_b64"] == ov_speed[retry, 64].speedup  # the run that happened
-        assert figures["ov_refused"] == "s8s8.onnx (default)"
-        assert retry in {e["variant"] for e in recorded}
-    else:
-        assert set(ov_runs) == others and set(ov_refused) == {default, retry}
-        assert (
-            "refused too" in table
-            and "OpenVINO refused to compile s8s8.onnx with INFERENCE_PRECISION_HINT=f32" in out
-        )
-        assert not any(k.startswith("ov_s8s8_pc") for k in figures) and figures["ov_u8s8_pc_b64"] > 0
-        assert figures["ov_refused"] == "s8s8.onnx (default), s8s8.onnx (INFERENCE_PRECISION_HINT=f32)"
-    # The sentences about the S8S8 file's default run cannot be told, and say why; the rest are checked.
-    unsettled = {statement: evidence for statement, holds, evidence, _ in claims if holds is None}
-    needs_s8s8 = {
-        "OpenVINO runs every convolution of both QDQ files on integer kernels, S8S8's too",
-        "By default the fp32 file's logits move further than pinned, and less than the INT8 files'",
-        "The two QDQ files' logits lie far closer together than to fp32's (under a quarter as far)",
-        "At batch 64 OpenVINO runs the S8S8 file clearly faster than ONNX Runtime does",
-    }
-    assert needs_s8s8 <= set(unsettled)
-    assert all(
-        "not evaluable here: OpenVINO refused OpenVINO S8S8 per-channel" in unsettled[c] for c in needs_s8s8
+    assert s8s8_asked[:2] == [("s8s8.onnx", "default"), ("s8s8.onnx", "f32")]  # refused, then retried pinned
+    compiled_table = next(t for t in tables if "precision hint" in t)
+    assert (
+        "| OpenVINO S8S8 | refused | No suitable implementations (at src/plugins/intel_cpu/" in compiled_table
     )
-    fp32_hint = next(c for c in claims if c[0].startswith("OpenVINO's default precision for the fp32 file"))
-    assert fp32_hint[1] is not None  # the fp32 file compiled: checked
-    (kernels,) = [c for c in claims if "its f32-pinned retry ran the file's convolutions" in c[0]]
-    assert kernels[3] is (not also_pinned)  # it applies where a retry ran
-    assert {e["variant"] for e in recorded} == set(ov_runs)
-    # What OpenVINO fuses is read from the U8S8 run, which compiled either way.
-    assert any(c[0].startswith("OpenVINO folds every residual Add of the U8S8 file") for c in claims)
+    speed_table = next(t for t in tables if "runtime and file" in t)
+    others = {"OpenVINO fp32, f32 pinned", "OpenVINO fp32, default", "OpenVINO U8S8"}
+    figures = load_figures("05c")["figures"]
+    refusal = "OpenVINO refused s8s8.onnx with its default settings here"
+    for name in ("s8s8-integer", "ov-s8s8-far-faster"):  # they need the refused run: not measured, why
+        assert (verdicts[name].verdict, verdicts[name].unmeasured) == ("not measured", refusal), name
+    for name in ("default-precision", "u8s8-integer", "adds-folded", "ov-u8s8-faster", "pinned-same"):
+        assert verdicts[name].verdict != "not measured", name  # the runs they need compiled
+    if not also_pinned:
+        assert set(namespace["compiled"]) == others | {retry} and set(namespace["refused"]) == {default}
+        assert f"| {retry} |" in speed_table and f"| {retry} |" in compiled_table
+        assert figures["ov_refused"] == "s8s8.onnx (default)"
+        for name in ("retry-on-f32", "retry-no-faster"):  # the retry ran: checked
+            assert verdicts[name].verdict != "not measured", name
+    else:
+        assert set(namespace["compiled"]) == others and set(namespace["refused"]) == {default, retry}
+        assert "OpenVINO refused to compile s8s8.onnx with INFERENCE_PRECISION_HINT=f32" in out
+        assert figures["ov_refused"] == "s8s8.onnx (default), s8s8.onnx (INFERENCE_PRECISION_HINT=f32)"
+        for name in ("retry-on-f32", "retry-no-faster"):
+            assert verdicts[name].unmeasured == "OpenVINO refused the retry with f32 pinned too", name
+    assert {e["variant"] for e in recorded} == set(namespace["compiled"])
+    assert all(
+        e["lesson"] == "05c" and e["metrics"]["speedup_b64"] == e["metrics"]["speedup"] for e in recorded
+    )

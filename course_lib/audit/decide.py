@@ -38,7 +38,7 @@ LESSONS = {
     "not faster": "05_hardware_and_speed.ipynb",
     "not timed": "05_hardware_and_speed.ipynb",
     "fails": "04_parity.ipynb",
-    "refused": "05b_measuring_and_runtimes.ipynb",
+    "refused": "05c_a_second_runtime.ipynb",
 }
 
 

@@ -348,7 +348,7 @@ def audit(
                     if openvino is False
                     else "the openvino package is not installed"
                 )
-                + " (lesson 05b compares the two runtimes)"
+                + " (lesson 05c compares the two runtimes)"
             )
         else:
             picked = second_runtime.pick(results, decision.recommended, decision_batch)

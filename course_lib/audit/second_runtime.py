@@ -1,4 +1,4 @@
-"""The same files on a second runtime: OpenVINO beside ONNX Runtime (lesson 05b).
+"""The same files on a second runtime: OpenVINO beside ONNX Runtime (lesson 05c).
 
 Where the `openvino` package is installed (`runtimes.openvino_or_none()`), the audit compiles the
 fp32 file and at most MOST_VARIANTS of its static QDQ files that passed the quality rule on ONNX
@@ -6,8 +6,8 @@ Runtime (the recommended one first) with OpenVINO's CPU plugin, at its default p
 their outputs by the same quality rule, and times each in turn with ONNX Runtime's fp32 session
 (`measure.compare_latency` takes an `OpenVINORunner`) at the batch the decision reads only: a few
 runs, not a second audit. A file OpenVINO refuses to compile on this CPU is a row that says so
-(`runtimes.Refusal`); it is compiled once more with f32 pinned, as lesson 05b does. Dynamic and
-4-bit files are not run there: OpenVINO's INT8 path reads QDQ files (lesson 05b).
+(`runtimes.Refusal`); it is compiled once more with f32 pinned, as lesson 05c does. Dynamic and
+4-bit files are not run there: OpenVINO's INT8 path reads QDQ files (lesson 05c).
 
 Then one decision across both runtimes (`decide`, the same rule): every ONNX Runtime variant and
 every OpenVINO run, each as a speed ratio against ONNX Runtime's fp32, so the ratios compare.

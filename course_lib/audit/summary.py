@@ -27,9 +27,9 @@ LESSON_TITLES = {
     "04_parity.ipynb": "lesson 04, parity",
     "05_hardware_and_speed.ipynb": "lesson 05, hardware and speed",
     "04b_where_errors_gather.ipynb": "lesson 04b, where errors gather",
-    "05b_measuring_and_runtimes.ipynb": "lesson 05b, measuring traps and a second runtime",
+    "05c_a_second_runtime.ipynb": "lesson 05c, a second runtime: OpenVINO",
     "06_past_w8a8.ipynb": "lesson 06, past W8A8",
-    "06b_static_int8_and_qat.ipynb": "lesson 06b, static INT8 and QAT",
+    "06b_past_w8a8_in_depth.ipynb": "lesson 06b, past W8A8 in depth (static INT8 on a transformer)",
 }
 
 # What each kind of verdict means, in the course's words.
@@ -230,7 +230,7 @@ def to_markdown(result: AuditResult) -> str:
             lines.append(f"  Built with: {v.note}; see {_lesson_link(v.lesson, out)}.")
         if v.keep_float_why:
             lines.append(
-                f"  Kept in float: {v.keep_float_why} ({_lesson_link('06b_static_int8_and_qat.ipynb', out)})."
+                f"  Kept in float: {v.keep_float_why} ({_lesson_link('06b_past_w8a8_in_depth.ipynb', out)})."
             )
         if v.sensitivity is not None:
             lines.append(
@@ -313,13 +313,13 @@ def to_markdown(result: AuditResult) -> str:
 
 
 def _runtime_section(result: AuditResult) -> list[str]:
-    """The second runtime: what ran, its table, and each verdict with lesson 05b's link."""
+    """The second runtime: what ran, its table, and each verdict with lesson 05c's link."""
     out = result.out
     lines = ["", "## A second runtime", ""]
     if result.runtime_decision is None:
         return [
             *lines,
-            f"{result.runtime_note[0].upper()}{result.runtime_note[1:]}; see {_lesson_link('05b_measuring_and_runtimes.ipynb', out)}.",
+            f"{result.runtime_note[0].upper()}{result.runtime_note[1:]}; see {_lesson_link('05c_a_second_runtime.ipynb', out)}.",
         ]
     d = result.runtime_decision
     lines += [
@@ -336,11 +336,11 @@ def _runtime_section(result: AuditResult) -> list[str]:
     for name, (kind, text) in d.verdicts.items():
         if name not in ov_names and kind != "recommended":
             continue
-        # Every verdict across runtimes is lesson 05b's (it compares the two); a failed rule is also lesson 04's.
+        # Every verdict across runtimes is lesson 05c's (it compares the two); a failed rule is also lesson 04's.
         also = f" The rule: {_lesson_link(LESSONS['fails'], out)}." if kind == "fails" else ""
         lines.append(
             f"- **{name}**: {text}. {RUNTIME_MEANING.get(kind, MEANING.get(kind, ''))} See "
-            f"{_lesson_link('05b_measuring_and_runtimes.ipynb', out)}.{also}"
+            f"{_lesson_link('05c_a_second_runtime.ipynb', out)}.{also}"
         )
     return lines
 

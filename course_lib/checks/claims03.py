@@ -28,7 +28,8 @@ book = Book("03")
 
 # 1. Pre-process first ---------------------------------------------------------------------------
 @book.figures("1")
-def _(export_summary: dict, pre_summary: dict, step_rows: list[dict], same: Any, outcome: dict) -> dict:
+def _(graphs: tuple, same: Any, outcome: dict) -> dict:
+    export_summary, pre_summary, step_rows = graphs  # the course's export, pre-processed, the legacy steps
     legacy, optimized = step_rows[0], step_rows[-1]
     return {
         "export_ops": sum(export_summary["ops"].values()),

@@ -1,88 +1,108 @@
-"""Self-checks for lesson 01 (affine encoding)."""
+"""Self-checks for lessons 01 (affine encoding) and 01b (bytes and an integer matrix product)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .result import CheckResult, needs_answer
+from .result import CheckResult, invalid, needs_answer, wrong
+
+# Inputs for exercise 1's function: power-of-two scales, so that x / s is exact and the ties are ties.
+_FAKE_QUANTIZE_CASES = (  # (values, scale, zero point, qmin, qmax)
+    (np.float32([0.25, 0.75, 1.25, -0.25, -0.75, 3.1, -2.2, 40.0, -40.0]), 0.5, 0, -128, 127),
+    (np.float32([0.125, 0.375, 1.0, -0.4, 2.6, 9.0, -9.0]), 0.25, 10, 0, 15),
+)
 
 
-@needs_answer("scale", "zero_point", hint="replace None with your computation.")
-def check_scale_zero_point(
-    scale: float, zero_point: int, rmin: float = -1.0, rmax: float = 3.0, dtype: str = "uint8"
-) -> CheckResult:
-    """Exercise: the asymmetric scale and zero point that map [rmin, rmax] onto `dtype`."""
-    from .. import affine
+def _fake_quantize(x, scale, zero_point, qmin, qmax) -> np.ndarray:
+    """QuantizeLinear then DequantizeLinear on the codes qmin..qmax, as ONNX defines them."""
+    from ..affine import round_half_to_even
 
-    qmin, qmax = affine.qrange(dtype)
-    expected_scale, expected_zp = affine.scale_zero_point(rmin, rmax, dtype)
-    expected_scale, expected_zp = float(expected_scale), int(expected_zp)
-    where = f"{dtype} asymmetric on [{rmin:g}, {rmax:g}]"
-    if not np.isclose(float(scale), expected_scale, rtol=1e-4):
-        hint = ""
-        if np.isclose(float(scale), (rmax - rmin) / (qmax - qmin + 1), rtol=1e-4):
-            hint = (
-                f" You divided by the number of levels ({qmax - qmin + 1}); divide by the number of "
-                f"steps between them, qmax - qmin = {qmax - qmin}."
+    q = np.clip(round_half_to_even(np.asarray(x, np.float32) / np.float32(scale)) + zero_point, qmin, qmax)
+    return np.float32(scale) * (q - zero_point)
+
+
+@needs_answer("function", hint="write my_fake_quantize and put it in answer_1.")
+def check_fake_quantize(function) -> CheckResult:
+    """Exercise (write code): a NumPy fake-quantize, x -> s·(clip(round(x/s) + z, qmin, qmax) - z),
+    run on ties and on values beyond the range, against ONNX's rule."""
+    if not callable(function):
+        return invalid(
+            f"answer_1 is a {type(function).__name__}; put the function itself in it (no parentheses)."
+        )
+    for x, scale, zero_point, qmin, qmax in _FAKE_QUANTIZE_CASES:
+        try:
+            got = np.asarray(function(x.copy(), scale, zero_point, qmin, qmax), dtype=np.float64)
+        except Exception as err:  # the learner's code, whatever it raises
+            return invalid(f"Your function raised {type(err).__name__}: {err}")
+        expected = _fake_quantize(x, scale, zero_point, qmin, qmax)
+        if got.shape != expected.shape:
+            return invalid(
+                f"Your function returned shape {got.shape} for {x.size} values; return one real per value."
             )
-        return CheckResult(
-            False,
-            f"Your scale is {float(scale):.6g}; for {where} it should be {expected_scale:.6g}: "
-            f"s = (max - min) / (qmax - qmin) = ({rmax:g} - ({rmin:g})) / ({qmax} - {qmin}).{hint}",
+        if np.allclose(got, expected, atol=1e-6):
+            continue
+        ratio = x / np.float32(scale)
+        exact = ratio + zero_point
+        slips = {
+            "It returns the codes; decode them back to reals: s · (q - z).": np.clip(
+                np.rint(exact), qmin, qmax
+            ),
+            "Ties go the wrong way: ONNX rounds them half to even (section 2), as np.rint does; "
+            "np.floor(x + 0.5) and math.floor round them up.": scale
+            * (np.clip(np.floor(exact + 0.5), qmin, qmax) - zero_point),
+            "Values beyond the range must saturate at qmin or qmax before you decode: clip the codes.": scale
+            * (np.rint(exact) - zero_point),
+            "The zero point goes in twice: add it when you encode, subtract it when you decode.": scale
+            * np.clip(np.rint(exact), qmin, qmax),
+        }
+        said = next(
+            (why for why, wrong_values in slips.items() if np.allclose(got, wrong_values, atol=1e-6)), ""
         )
-    if float(zero_point) == expected_zp:
-        return CheckResult(
-            True,
-            f"s = {expected_scale:.6g}, z = {expected_zp}: real 0 is the code {expected_zp} and decodes to "
-            f"exactly {float(affine.dequantize(np.array([expected_zp]), expected_scale, expected_zp)[0])}.",
+        bad = int(np.flatnonzero(~np.isclose(got, expected, atol=1e-6))[0])
+        where = f"at x / s = {ratio[bad]:g} (z = {zero_point})"
+        return wrong(
+            f"Not ONNX's rule {where}: your function gives {got[bad]:g}. "
+            + (said or "Divide by s, round half to even, add z, clip to [qmin, qmax], then decode."),
+            float(expected[bad]),
         )
-    exact = qmin - rmin / expected_scale
-    hint = f" z = round(qmin - min / scale) = round({qmin} - ({rmin:g}) / {expected_scale:.6g}) = round({exact:.4g})."
-    if float(zero_point) != round(float(zero_point)):
-        hint += (
-            " The zero point must be an integer: it is the code that stands for real 0, so that padding "
-            "and ReLU zeros come back as exactly 0."
-        )
-    elif int(zero_point) == -expected_zp:
-        hint += " Check the sign: the minimum is negative, so -min / scale is positive."
-    elif int(zero_point) in ((qmin + qmax) // 2, (qmin + qmax + 1) // 2):
-        hint += " The middle of the codes is the symmetric convention; asymmetric places 0 where the range puts it."
     return CheckResult(
-        False, f"Your zero point is {zero_point}; for {where} it should be {expected_zp}.{hint}"
+        True,
+        "Your function quantizes and decodes as QuantizeLinear and DequantizeLinear do, ties to even and "
+        "saturation included.",
     )
 
 
-@needs_answer("answer", hint="replace None with your computation.")
-def check_decoded_value(
-    answer: float, x: float = 7.0, scale: float = 0.05, zero_point: int = 0, dtype: str = "int8"
-) -> CheckResult:
-    """Exercise: what x comes back as after quantize and dequantize (it may be clipped)."""
+@needs_answer("guess", message="Write your guess in answer_2_guess first, before you count.")
+@needs_answer("answer", hint="count the distinct codes with np.unique.")
+def check_codes_used(guess, answer, rmin: float = 0.0, rmax: float = 6.0, dtype: str = "int8") -> CheckResult:
+    """Exercise (predict, then count): how many distinct codes a tensor spread over [rmin, rmax] gets
+    on the symmetric grid of `dtype` that ONNX Runtime would choose for that range."""
     from .. import affine
 
-    q = affine.quantize(np.float32([x]), scale, zero_point, dtype)
-    expected = float(affine.dequantize(q, scale, zero_point)[0])
-    clipped = bool(affine.clipped_mask(np.float32([x]), scale, zero_point, dtype)[0])
-    lo, hi = affine.representable_range(scale, zero_point, dtype)
-    qmin, qmax = affine.qrange(dtype)
-    if np.isclose(float(answer), expected, atol=1e-5):
-        return CheckResult(
-            True,
-            f"{x:g} comes back as {expected:.6g} (code {int(q[0])}); the error is {abs(x - expected):.4g}"
-            + (", far more than half a step: it was clipped." if clipped else "."),
-        )
-    hint = ""
-    unclipped = round(x / scale) + zero_point
-    if np.isclose(float(answer), x, atol=1e-5):
-        hint = (
-            f" x / s + z = {x / scale + zero_point:g} is beyond qmax = {qmax}, so the code saturates at "
-            f"{int(q[0])}: {dtype} with this scale covers only [{float(lo):g}, {float(hi):g}]."
-        )
-    elif float(answer) in (unclipped, float(q[0])):
-        hint = f" {answer:g} is a code; decode it: x̂ = s · (q - z), with q clipped to [{qmin}, {qmax}]."
-    return CheckResult(False, f"Got {answer:g}, expected {expected:.6g}.{hint}")
+    s, z = affine.scale_zero_point(rmin, rmax, dtype, symmetric=True)
+    ends = affine.quantize(np.float32([rmin, rmax]), s, z, dtype).astype(int)
+    expected = int(ends[1] - ends[0] + 1)
+    qmin, qmax = affine.qrange(dtype, narrow=True)
+    levels = qmax - qmin + 1
+    if isinstance(answer, bool) or not isinstance(answer, int | np.integer):
+        return invalid(f"Got {answer!r}; answer with a whole number of codes, e.g. len(np.unique(codes)).")
+    if int(answer) != expected:
+        hint = " Quantize the dense linspace with the scale and zero point of the question, then count np.unique."
+        if int(answer) == expected - 1:
+            hint = " Count code 0 too: the values at 0 get it."
+        elif int(answer) in (levels, levels + 1):
+            hint = " That is the whole grid; quantize the values and count the codes they really get."
+        return wrong(f"Got {answer}.{hint}", expected)
+    said = "as you predicted" if int(guess) == expected else f"you guessed {guess}"
+    return CheckResult(
+        True,
+        f"{expected} of the grid's {levels} codes ({ends[0]}..{ends[1]}), {said}: the grid spans [-{rmax:g}, "
+        f"{rmax:g}] and nothing here is negative, so the codes below {ends[0]} are never used. Asymmetric uint8 "
+        f"would spread [{rmin:g}, {rmax:g}] over 256 codes, a step about half as large.",
+    )
 
 
-@needs_answer("guess", message="Write your guess in answer_5_guess first, before you compute.")
+@needs_answer("guess", message="Write your guess in answer_3_guess first, before you compute.")
 @needs_answer("answer", hint="compute the codes with affine.quantize.")
 def check_codes(guess, answer, values, scale: float, zero_point: int, dtype: str = "int8") -> CheckResult:
     """Exercise (predict, then check): the codes `affine.quantize` gives `values`; the hints name the
@@ -91,13 +111,12 @@ def check_codes(guess, answer, values, scale: float, zero_point: int, dtype: str
 
     x = np.asarray(values, dtype=np.float32)
     expected = affine.quantize(x, scale, zero_point, dtype).astype(np.int64)
-    qmin, qmax = affine.qrange(dtype)
     exact = x / np.float32(scale) + zero_point
     slips = {
         "truncated instead of rounded": np.trunc(exact),
         "rounded ties away from zero (ONNX rounds them to even)": np.sign(exact)
         * np.floor(np.abs(exact) + 0.5),
-        f"not saturated to [{qmin}, {qmax}]": np.rint(exact),
+        f"not saturated to {dtype}'s range": np.rint(exact),
     }
 
     def matches(candidate) -> bool:
@@ -110,12 +129,18 @@ def check_codes(guess, answer, values, scale: float, zero_point: int, dtype: str
             (what for what, codes in slips.items() if np.array_equal(np.asarray(candidate), codes)), ""
         )
 
+    if np.shape(answer) != expected.shape:
+        return invalid(f"Got {np.asarray(answer).tolist()}; give one code per value, {expected.size} in all.")
     if not matches(answer):
         slip = slip_of(answer)
-        return CheckResult(
-            False,
-            f"Got {np.asarray(answer).tolist()}, expected {expected.tolist()}."
-            + (f" Those are {slip}." if slip else ""),
+        return wrong(
+            "Not the codes affine.quantize gives."
+            + (
+                f" Those are {slip}."
+                if slip
+                else " Compute them with affine.quantize, this exercise's scale and zero point."
+            ),
+            *expected.tolist(),
         )
     if matches(guess):
         return CheckResult(True, f"Codes {expected.tolist()}, and you predicted them.")
@@ -131,67 +156,10 @@ def check_codes(guess, answer, values, scale: float, zero_point: int, dtype: str
     )
 
 
-@needs_answer("answer", hint="replace None with your computation.")
-def check_accumulator(answer: int, qa, a_zero_point: int, qb, b_zero_point: int) -> CheckResult:
-    """Exercise: the int32 accumulator of a quantized dot product, sum((qa - za) * (qb - zb))."""
-    qa, qb = np.asarray(qa, dtype=np.int64), np.asarray(qb, dtype=np.int64)
-    expected = int(np.sum((qa - a_zero_point) * (qb - b_zero_point)))
-    if float(answer) != round(float(answer)):
-        return CheckResult(
-            False,
-            f"Got {answer}: the accumulator is an integer sum of integer products ({expected}); "
-            "multiply by the scales only afterwards, when you rescale.",
-        )
-    if int(answer) == expected:
-        return CheckResult(
-            True,
-            f"{expected}: zero points subtracted, products summed in int32. The real value is "
-            f"s_a · s_b · {expected}.",
-        )
-    hint = ""
-    if int(answer) == int(np.sum(qa * qb)):
-        hint = " You multiplied the raw codes: subtract each zero point first, (qa - za) · (qb - zb)."
-    elif int(answer) == int(np.sum((qa - a_zero_point) * qb)) or int(answer) == int(
-        np.sum(qa * (qb - b_zero_point))
-    ):
-        hint = " Subtract both zero points, the activation's and the weight's."
-    return CheckResult(False, f"Got {answer}, expected {expected}.{hint}")
-
-
-@needs_answer("answer", hint="replace None with your computation.")
-def check_packed_int4_bytes(answer: int, shape: tuple[int, ...], block_size: int = 32) -> CheckResult:
-    """Exercise: bytes of a weight (output channels first) stored as symmetric int4, packed two per
-    byte, with one float32 scale per block of `block_size` values within each output channel."""
-    n = int(np.prod(shape))
-    per_channel = n // shape[0]
-    n_blocks = shape[0] * -(-per_channel // block_size)
-    payload, scales = -(-n // 2), 4 * n_blocks
-    expected = payload + scales
-    if int(answer) == expected:
-        return CheckResult(
-            True,
-            f"{expected:,} bytes: {payload:,} of packed int4 values and {scales:,} of scales "
-            f"({n_blocks:,} blocks × 4 bytes), that is {100 * scales / payload:.1f}% on top of the payload.",
-        )
-    hints = {
-        n: "That is one byte per value, an int4 simulation held in int8; packing puts two values in a byte.",
-        n + scales: "Right metadata, but pack the values: two 4-bit values per byte.",
-        payload: f"Right payload; now add the metadata: one float32 scale (4 bytes) for each of the {n_blocks:,} blocks.",
-        payload + n_blocks: "Each scale is a float32: 4 bytes, not 1.",
-        payload
-        + scales
-        + n_blocks: "Symmetric int4 stores no zero points (they are all 0); count the scales only.",
-        payload
-        + 4
-        * shape[0]: f"That is one scale per output channel; blocks of {block_size} give {n_blocks:,} scales.",
-    }
-    return CheckResult(False, f"Got {answer:,}, expected {expected:,}. " + hints.get(int(answer), ""))
-
-
-@needs_answer("guess", message="Write your guess in answer_6_guess first, before you measure.")
+@needs_answer("guess", message="Write your guess in answer_4_guess first, before you measure.")
 @needs_answer("answer", hint="measure the SQNR of both ranges for bits 2 to 8.")
 def check_clipping_crossover(guess, answer, w, percentile: float = 99.9) -> CheckResult:
-    """Exercise (predict, then check): the largest bit width (2 to 8) at which a symmetric range that
+    """Exercise (predict, then measure): the largest bit width (2 to 8) at which a symmetric range that
     keeps the central `percentile` % of `w` beats min/max in SQNR."""
     from ..explorers import error_study
 
@@ -201,34 +169,142 @@ def check_clipping_crossover(guess, answer, w, percentile: float = 99.9) -> Chec
         for bits in range(2, 9)
     }
     wins = [bits for bits, g in gain.items() if g > 0]
-    expected = max(wins) if wins else None
-    table = ", ".join(f"{bits}: {g:+.1f} dB" for bits, g in gain.items())
-    if expected is None:
-        return CheckResult(False, f"Clipping never wins on this tensor ({table}): no bit width answers.")
-    if int(answer) != expected:
-        hint = ""
-        if int(answer) == expected + 1:
-            hint = " That is the first bit width where min/max wins; the question asks for the last where clipping wins."
-        elif int(answer) == min(wins):
-            hint = " That is the smallest bit width where clipping wins; the question asks for the largest."
-        return CheckResult(
-            False, f"Got {answer}; clipping beats min/max up to {expected} bits ({table}).{hint}"
+    if not wins:
+        return invalid(
+            "Clipping never beats min/max on this tensor from 2 to 8 bits: the question has no answer here."
         )
+    expected = max(wins)
+    if isinstance(answer, bool) or not isinstance(answer, int | np.integer) or not 2 <= int(answer) <= 8:
+        return invalid(f"Got {answer!r}; answer with a bit width, a whole number from 2 to 8.")
+    if int(answer) != expected:
+        if gain[int(answer)] <= 0:
+            hint = f" At {answer} bits clipping does not win (min/max's SQNR is as high or higher)."
+        else:
+            hint = f" Clipping wins at {answer} bits, but that is not the widest: measure the wider ones too."
+        return wrong(f"Got {answer}.{hint} Compare the two SQNRs at each width.", expected)
+    table = ", ".join(f"{bits}: {g:+.1f} dB" for bits, g in gain.items())
     why = (
         "Each bit halves the step, so the bulk's rounding error shrinks with every bit while the clipped "
         "values' error stays: past some width, rounding is too small to be worth the clipping."
     )
-    if expected == 8:  # no crossover up to 8 bits on these weights
-        import numpy as np
-
-        spread = float(np.abs(w).max() / np.percentile(np.abs(w), percentile))
+    if expected == 8:
         why = (
-            f"On these weights clipping still wins at 8 bits, the widest asked ({gain[8]:+.2f} dB): the "
-            f"largest |w| is only {spread:.2f}x the {percentile}th percentile, so clipping barely moves the "
-            "range and costs the few clipped weights little, at every width. Where the largest weights sit "
-            "far from the bulk, the gain is large at few bits and turns into a loss at more: each bit halves "
-            "the step, and the clipped weights' error stays."
+            "Clipping still wins at 8 bits, the widest asked: on this tensor the largest values sit close "
+            "to the bulk, so clipping them costs little at every width."
         )
-    if int(guess) == expected:
-        return CheckResult(True, f"Up to {expected} bits, and you predicted it ({table}). {why}")
-    return CheckResult(True, f"Up to {expected} bits; you guessed {guess} ({table}). {why}")
+    said = "and you predicted it" if int(guess) == expected else f"you guessed {guess}"
+    return CheckResult(True, f"Up to {expected} bits, {said} (clipping's gain: {table}). {why}")
+
+
+def _accumulator_cases():
+    """Codes for exercise 1 of lesson 01b: (qa, za, qb, zb), zero points that are not 0 on both sides."""
+    rng = np.random.default_rng(1)
+    qa = rng.integers(0, 256, (3, 64)).astype(np.uint8)
+    return (
+        (qa, 128, rng.integers(0, 256, (64, 4)).astype(np.uint8), 7),
+        (qa, 3, rng.integers(-128, 128, (64, 4)).astype(np.int8), -5),
+    )
+
+
+@needs_answer("function", hint="write corrected_accumulator and put it in answer_1.")
+def check_corrected_accumulator(function) -> CheckResult:
+    """Exercise (write code), lesson 01b: the int32 accumulator sum_k (qa - za)(qb - zb) computed as
+    an integer kernel does, from the raw product qa @ qb and corrections by row and column sums."""
+    if not callable(function):
+        return invalid(
+            f"answer_1 is a {type(function).__name__}; put the function itself in it (no parentheses)."
+        )
+    for qa, za, qb, zb in _accumulator_cases():
+        try:
+            got = np.asarray(function(qa.copy(), za, qb.copy(), zb))
+        except Exception as err:  # the learner's code, whatever it raises
+            return invalid(f"Your function raised {type(err).__name__}: {err}")
+        a, b = qa.astype(np.int64), qb.astype(np.int64)
+        expected = (a - za) @ (b - zb)
+        if got.shape != expected.shape:
+            return invalid(
+                f"Your function returned shape {got.shape}; the product of A and B has {expected.shape}."
+            )
+        if np.array_equal(got.astype(np.int64), expected):
+            continue
+        raw, rows, cols, k = a @ b, a.sum(axis=1, keepdims=True), b.sum(axis=0, keepdims=True), a.shape[1]
+        slips = {
+            "That is the raw product alone; subtract the corrections for the two zero points.": raw,
+            "One term is missing: the two zero points multiply each other K times.": raw
+            - zb * rows
+            - za * cols,
+            "The constant term is added, not subtracted: it comes from two minus signs.": raw
+            - zb * rows
+            - za * cols
+            - k * za * zb,
+            "Each zero point multiplies the sums of the other matrix: zb with A's rows, za with B's columns.": raw
+            - za * rows
+            - zb * cols
+            + k * za * zb,
+        }
+        said = next(
+            (why for why, values in slips.items() if np.array_equal(got.astype(np.int64), values)), ""
+        )
+        if not said and got.dtype.itemsize < 4:
+            said = f"Your result is {got.dtype}: cast the codes to int32 before you multiply, or the sums wrap around."
+        return wrong(
+            "Not the accumulator of the direct form on the check's codes. "
+            + (said or "Expand (qa - za)(qb - zb) term by term and sum each over k."),
+        )
+    return CheckResult(
+        True,
+        "Your function gives the accumulator of the direct form: one product of the raw codes, then "
+        "corrections that need only each row's and each column's sum, so a kernel can compute the weights' "
+        "column sums once, ahead of time, and the activations' row sums once per input.",
+    )
+
+
+@needs_answer("guess", message='Write your guess in answer_2_guess first: "more" or "fewer".')
+@needs_answer("answer", hint="count the bytes of the 4-bit layout.")
+def check_blocked_int4_bytes(guess, answer, shape, block_size: int, symmetric: bool) -> CheckResult:
+    """Exercise (predict, then write code), lesson 01b: the bytes of a weight (output channels first)
+    in a 4-bit layout with blocks within each channel, each channel padded to whole blocks, values
+    packed two per byte, a float32 scale per block and, asymmetric, 4-bit zero points packed two per
+    byte within each channel; against int8 per channel (a byte per weight, a scale and a zero point)."""
+    said = str(guess).strip().lower()
+    if said not in ("more", "fewer"):
+        return invalid(f'Got {guess!r}; predict with one word: "more" or "fewer".')
+    if isinstance(answer, bool) or not isinstance(answer, int | np.integer):
+        return invalid(f"Got {answer!r}; answer with a whole number of bytes.")
+    channels = int(shape[0])
+    per_channel = int(np.prod(shape[1:]))
+    blocks = -(-per_channel // block_size)
+    zero_points = 0 if symmetric else -(-blocks // 2)
+    expected = channels * (blocks * block_size // 2 + 4 * blocks + zero_points)
+    int8 = channels * (per_channel + 5)
+    if int(answer) != expected:
+        flat = channels * per_channel
+        flat_blocks = -(-flat // block_size)
+        slips = {
+            channels * (-(-per_channel // 2) + 4 * blocks + zero_points): (
+                "Pad each channel to a whole number of blocks: the last block of a channel is stored in full."
+            ),
+            flat_blocks * block_size // 2 + 4 * flat_blocks + (0 if symmetric else -(-flat_blocks // 2)): (
+                "The blocks lie within each output channel, not across the whole flattened tensor."
+            ),
+            channels * (blocks * block_size // 2 + 4 * blocks): (
+                "The layout is asymmetric: add the 4-bit zero points, packed two per byte in each channel."
+            ),
+            channels
+            * (blocks * block_size + 4 * blocks + zero_points): "Pack the values: two 4-bit values per byte.",
+            channels * (blocks * block_size // 2 + blocks + zero_points): "Each scale is a float32: 4 bytes.",
+        }
+        slips.pop(expected, None)
+        return wrong(
+            f"Got {int(answer):,}. "
+            + slips.get(int(answer), "Count per channel: values, scales, zero points."),
+            expected,
+        )
+    actual = "more" if expected > int8 else "fewer"
+    verdict = "as you predicted" if said == actual else f"not {said} as you predicted"
+    return CheckResult(
+        True,
+        f"{expected:,} bytes against int8 per channel's {int8:,}: {actual}, {verdict}. Each channel holds "
+        f"{per_channel} weights, padded to {blocks * block_size}: where a row is shorter than a block, the "
+        "padding and the per-block metadata can cost more than the four bits save.",
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .result import CheckResult, needs_answer
+from .result import CheckResult, invalid, needs_answer, wrong
 
 
 @needs_answer("prediction", message="Write your guess in answer_3_guess first, before you count.")
@@ -24,7 +24,7 @@ def check_dynamic_quantize_prediction(prediction: int, answer: int, int8_path) -
             hint = f" {ops} is the number of integer ops; some of them read the same quantized tensor."
         elif int(answer) == 0:
             hint = " 0 is the float model's count; count in the quantized file (tiny_int8)."
-        return CheckResult(False, f"Got {answer}, expected {expected}.{hint}")
+        return wrong(f"Got {answer}; that is not the quantized file's count.{hint}", expected)
     readers = {q.input[0]: sum(op.input[0] == q.output[0] for op in integer_ops) for q in quantizers}
     shared = ", ".join(f"{tensor} (read by {n})" for tensor, n in readers.items())
     weights = {t.name for t in graph.initializer}
@@ -55,31 +55,59 @@ def check_dynamic_quantize_prediction(prediction: int, answer: int, int8_path) -
     )
 
 
-@needs_answer("answer", hint="replace None with your computation.")
-def check_max_abs_drift(answer: float, int8_path, fp32_path, inputs: np.ndarray) -> CheckResult:
-    """Exercise: the maximum absolute logit difference between an INT8 model and its fp32 source."""
+@needs_answer(
+    "prediction", message='Write your prediction in answer_1_guess first: "less", "same" or "more".'
+)
+@needs_answer("answer", hint="compute the ratio of the two mean drifts, per-channel over per-tensor.")
+def check_per_channel_drift(prediction: str, answer: float, pc_path, pt_path, fp32_path, feed) -> CheckResult:
+    """Exercise (predict, then measure): the MLP's mean absolute logit drift against fp32 with
+    per-channel weights, as a share of the per-tensor file's, against a prediction of "less",
+    "same" (within a fifth either way) or "more"."""
     from pathlib import Path
 
     import onnxruntime as ort
 
-    if not Path(int8_path).is_file():
-        return CheckResult(
-            False, f"No file at {int8_path}: run quantize_dynamic(..., {str(int8_path)!r}) first."
-        )
+    guess = str(prediction).strip().lower()
+    if guess not in ("less", "same", "more"):
+        return invalid(f'Got {prediction!r}; predict with one word: "less", "same" or "more".')
+    if not Path(pc_path).is_file():
+        return invalid(f"No file at {pc_path}: run quantize_dynamic(..., per_channel=True) into it first.")
 
     def run(path):
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        return session.run(None, {session.get_inputs()[0].name: np.asarray(inputs, dtype=np.float32)})[0]
+        return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feed)[0]
 
-    diff = np.abs(run(int8_path) - run(fp32_path))
-    expected = float(diff.max())
-    if np.isclose(float(answer), expected, rtol=1e-4, atol=1e-7):
-        return CheckResult(
-            True, f"Max |drift| {expected:.4f} (mean {diff.mean():.4f}) across {diff.size:,} logits."
+    ref, pc, pt = run(fp32_path), run(pc_path), run(pt_path)
+    if np.array_equal(pc, pt):
+        return invalid(
+            "Your file gives exactly the per-tensor file's logits: quantize with per_channel=True."
         )
-    if np.isclose(float(answer), float(diff.mean()), rtol=1e-4):
-        return CheckResult(False, f"{answer:.4f} is the mean; take the maximum, {expected:.4f}.")
-    return CheckResult(False, f"Got {answer}, expected {expected:.4f}: np.abs(int8 - fp32).max().")
+    pc_drift, pt_drift = np.abs(pc - ref), np.abs(pt - ref)
+    expected = float(pc_drift.mean() / pt_drift.mean())
+    if np.isclose(float(answer), 1 / expected, rtol=1e-3):
+        return wrong("That is per-tensor over per-channel: divide the other way round.", expected)
+    if np.isclose(float(answer), float(pc_drift.max() / pt_drift.max()), rtol=1e-3):
+        return wrong("That is the ratio of the largest drifts; take the mean of each.", expected)
+    if not np.isclose(float(answer), expected, rtol=1e-3):
+        return wrong(
+            "Not the ratio of the mean drifts: np.abs(per-channel logits - ref_logits).mean() over "
+            "np.abs(int8_logits - ref_logits).mean().",
+            expected,
+        )
+    truth = "less" if expected < 0.8 else "more" if expected > 1.2 else "same"
+    said = "as you predicted" if guess == truth else f"you predicted {guess!r}"
+    why = {
+        "same": "Per-channel scales only refine the weights. Most of the MLP's drift comes from its "
+        "activations, which dynamic quantization quantizes with one range per tensor on each run; the "
+        "encoder's came largely from its weights.",
+        "less": "Here the weights' rounding was a large part of the drift, and per-channel scales cut it.",
+        "more": "Per-channel scales cut the weights' rounding, but the total drift also depends on how "
+        "the activations' roundings fall: per-channel weights are no guarantee.",
+    }[truth]
+    return CheckResult(
+        True,
+        f"Mean |drift| {pc_drift.mean():.4f} per-channel against {pt_drift.mean():.4f} per-tensor: "
+        f"{expected:.2f} of it, {truth} ({said}). {why}",
+    )
 
 
 @needs_answer("guess", message="Write your prediction in answer_2_guess first (True or False).")
@@ -97,7 +125,7 @@ def check_float_copy(guess: bool, answer: int, int8_path, fp32_path) -> CheckRes
         hint = " Read the quantized file's initializer_bytes."
         if int(answer) == model_facts(fp32_path).initializer_bytes.get("float32", 0):
             hint = " That is the fp32 file's count: measure the quantized file."
-        return CheckResult(False, f"Got {answer}, expected {expected:,}.{hint}")
+        return wrong(f"Got {answer:,}; that is not the quantized file's float32 bytes.{hint}", expected)
     graph = onnx.load(str(int8_path), load_external_data=False).graph
     weights = [t for t in graph.initializer if t.data_type == onnx.TensorProto.FLOAT]
     copy_stays = any(onnx.numpy_helper.to_array(t).size >= 16 for t in weights)  # more than a scale
@@ -133,18 +161,17 @@ def check_conv_kernel_swap(answer: float, faster: bool, fp32_profile, int8_profi
         hint = next(
             (text for value, text in hints.items() if np.isclose(float(answer), value, rtol=0.02)), ""
         )
-        return CheckResult(
-            False,
-            f"Got {float(answer):.2f}, expected {expected:.2f}.{hint} (int8.total_ms - int8 ConvInteger ms "
-            "+ conv_ms) / fp32.total_ms.",
+        return wrong(
+            f"Got {float(answer):.2f}; not the swapped run's multiple of fp32.{hint} Take the INT8 run's "
+            "total, less its ConvInteger time, plus conv_ms, over fp32's total.",
+            expected,
         )
     if faster is None:
-        return CheckResult(False, f"{expected:.2f} is right. Now answer_1_faster: True or False?")
+        return invalid("The ratio is right. Now answer_1_faster: True or False?")
     is_faster = expected < 1.0
     if bool(faster) != is_faster:
-        return CheckResult(
-            False,
-            f"The ratio is right ({expected:.2f}), the reading is not: below 1 would mean INT8 faster than fp32.",
+        return wrong(
+            "The ratio is right, the reading is not: below 1 would mean INT8 faster than fp32.", is_faster
         )
     rest = int8_profile.total_ms - int8.get("ConvInteger", 0.0)
     return CheckResult(
@@ -179,9 +206,11 @@ def check_cosine_pass_share(
             ),
         )
     if np.isclose(float(answer), 1 - expected, atol=1e-9):
-        return CheckResult(
-            False, f"{answer} is the share below the bound; the question asks the share at or above."
-        )
+        return wrong("That is the share below the bound; the question asks the share at or above.", expected)
     if np.isclose(float(answer), 100 * expected, atol=1e-6):
-        return CheckResult(False, f"{answer} is a percentage; give a fraction between 0 and 1 ({expected}).")
-    return CheckResult(False, f"Got {answer}, expected {expected:.4f}: ((ref * emb).sum(1) >= bound).mean().")
+        return wrong("That is a percentage; give the share as a fraction.", expected)
+    return wrong(
+        f"Got {answer}: not the share. Compare each sentence's cosine (the row sums of ref * emb) with the "
+        "bound and take the mean of the comparison.",
+        expected,
+    )

@@ -149,52 +149,59 @@ def check_unprocessed_quantization(prediction: str, answer, processed_path) -> C
     )
 
 
-@needs_answer("percentile", "path", hint="set answer_percentile and quantize into answer_path.")
-def check_percentile_beats_minmax(percentile, path, minmax_path, test, n: int = 2000) -> CheckResult:
-    """Exercise (lesson 03b): a Percentile calibration whose model agrees with fp32 at least as often
-    as the MinMax model does, on the first `n` images of `test` (a scoring.TestSet), paired."""
+# Lesson 03b, exercise A: how a Percentile model's agreement compares with MinMax's.
+CLIPPING_CHOICES = ("more", "same", "less")
+
+
+@needs_answer(
+    "prediction", message='Write your prediction in answer_a_guess first: "more", "same" or "less".'
+)
+@needs_answer("path", hint="quantize with Percentile 99.9 into answer_a.")
+def check_clipping_prediction(prediction: str, path, minmax_path, test, n: int | None = None) -> CheckResult:
+    """Exercise (lesson 03b, predict then measure): does a Percentile model (99.9 in the lesson) agree
+    with fp32 more often than the MinMax model, as often (within the noise) or less often? Both are
+    scored on the first `n` rows of `test` (a scoring.TestSet; default all), paired."""
     from pathlib import Path
 
+    from ..measure import model_facts
     from ..scoring import score
 
-    try:
-        p = float(percentile)
-    except (TypeError, ValueError):
-        return CheckResult(False, f"Got {percentile!r}; a percentile is a number such as 99.99.")
-    if not 0 < p <= 100:
-        return CheckResult(
-            False, f"Got {p}; a percentile lies between 0 and 100 (99.99 keeps all but 0.01 %)."
-        )
-    if not Path(path).exists():
-        return CheckResult(False, f"{path} does not exist: run quantize_static with your percentile first.")
+    guess = str(prediction).strip().lower()
+    if guess not in CLIPPING_CHOICES:
+        return invalid(f'Got {prediction!r}; predict with one word: "more", "same" or "less".')
+    if not Path(path).is_file():
+        return invalid(f"{path} does not exist: run quantize_static with CalibrationMethod.Percentile first.")
     if Path(path).resolve() == Path(minmax_path).resolve():
-        return CheckResult(
-            False, "That is the MinMax model itself; quantize a new file with CalibrationMethod.Percentile."
+        return invalid(
+            "That is the MinMax model itself; quantize a new file with CalibrationMethod.Percentile."
         )
-    if p < 99:
-        return CheckResult(
-            False,
-            f"{p} clips {100 - p:.0f} % or more of every tensor's values: far too much for a network whose "
-            "ranges are set by rare large values. Stay close to 100 (99.9 to 99.9999).",
+    if model_facts(path).quant_format != "QDQ":
+        return invalid(
+            f"{Path(path).name} is not a static QDQ file: quantize it with quantize_static and **STATIC."
         )
     mine, theirs = score("yours", path, test, n=n), score("MinMax", minmax_path, test, n=n)
     diff = mine.parity.compare(theirs.parity, "agreement")
-    if diff.high < 0:
-        return CheckResult(
-            False,
-            f"Percentile {p} agrees less often than MinMax, by more than the noise ({diff}). Clip less: move "
-            "the percentile closer to 100 (ONNX Runtime's default is 99.999).",
-        )
-    if diff.is_noise:
-        verdict = (
-            " Within the noise: on these images your model does as well as MinMax, and neither can be called "
-            "better. On this model the ranges MinMax finds already serve; clipping has little to win."
-        )
-    else:
-        verdict = (
-            " Better than MinMax by more than the noise on these images: keep it, and confirm on more data."
-        )
-    return CheckResult(True, f"Percentile {p}: {diff}.{verdict}")
+    truth = "same" if diff.is_noise else "more" if diff.points > 0 else "less"
+    said = "as you predicted" if guess == truth else f'you predicted "{guess}"'
+    why = {
+        "less": (
+            "Clipping the tails of every tensor cuts values the network needs: they are rare, but they "
+            "carry the large activations that decide some images."
+        ),
+        "same": "On these images the clipped tails did not matter: the finer steps and the lost tails cancel out.",
+        "more": "Here the finer steps inside the range bought more than the clipped tails cost.",
+    }[truth]
+    return CheckResult(
+        True, f'Your Percentile model against MinMax: {diff}. That is "{truth}", {said}. {why}'
+    )
+
+
+def _positive_number(value) -> float | None:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if x > 0 else None
 
 
 @needs_answer("estimate", message="Write your estimate in answer_b_guess first, before you measure.")
@@ -202,53 +209,72 @@ def check_percentile_beats_minmax(percentile, path, minmax_path, test, n: int = 
 def check_memory_estimate(estimate, measured, figures: dict) -> CheckResult:
     """Exercise (lesson 03b, predict then measure): the peak memory Percentile calibration adds on the
     whole 1,000-image pool without a stride, estimated from `figures` ({(images, strided): MB}, the
-    lesson's 50- and 500-image runs), then measured (`measured`, in MB)."""
+    lesson's 50- and 500-image runs), then measured (`measured`, in MB). The estimate is a prediction:
+    any positive number passes; the measurement must be the one asked for."""
+    guess, mb = _positive_number(estimate), _positive_number(measured)
+    if guess is None:
+        return invalid(f"Got {estimate!r} for the estimate; write a number of MB, such as 300.")
+    if mb is None:
+        return invalid(
+            f"Got {measured!r} for the measurement; put the MB the call added (a positive number)."
+        )
+    if mb > 100_000:
+        return invalid(f"{mb:,.0f} looks like bytes: divide mem.increase_bytes by 1e6 for MB.")
     small, large = figures[(50, False)], figures[(500, False)]
     per_image = (large - small) / 450
     expected = small + per_image * 950  # the straight line through the two runs, at 1,000 images
-    line = f"The line through 50 images ({small:.0f} MB) and 500 ({large:.0f} MB) gives {expected:.0f} MB at 1,000."
-    if abs(float(estimate) - large) < 1 and abs(expected - large) > 0.1 * expected:
-        return CheckResult(
-            False, f"{estimate:.0f} MB is the 500-image figure: memory grows with the set. {line}"
+    if abs(mb - expected) > 0.5 * expected:
+        return wrong(
+            f"You measured {mb:.0f} MB, which does not fit section 2's two runs. Measure Percentile without a "
+            "stride on the whole pool (calibrate_method=CalibrationMethod.Percentile, no CalibStridedMinMax), in "
+            "a fresh process with measure.peak_memory_of, and divide increase_bytes by 1e6.",
+            expected,
         )
-    if abs(float(estimate) - expected) > 0.3 * expected:
-        return CheckResult(False, f"Your estimate {float(estimate):.0f} MB is far from the trend. {line}")
-    if abs(float(measured) - expected) > 0.5 * expected:
-        return CheckResult(
-            False,
-            f"You measured {float(measured):.0f} MB. {line} Measure Percentile without a stride on count=1000 "
-            "(calibrate_method=CalibrationMethod.Percentile, no CalibStridedMinMax), in a fresh process.",
-        )
+    off = (guess - mb) / mb
+    if abs(guess - large) < 1:
+        note = "You kept the 500-image figure: without a stride the calibrator keeps every image, so memory grows."
+    elif abs(off) <= 0.15:
+        note = "Your estimate was close."
+    else:
+        note = f"Your estimate was {abs(off):.0%} {'high' if off > 0 else 'low'}."
     return CheckResult(
         True,
-        f"Estimated {float(estimate):.0f} MB, measured {float(measured):.0f} MB. {line} About "
-        f"{1000 * per_image:.0f} kB per image: what the calibrator keeps of every tensor of one image until the "
-        "set has run. With CalibStridedMinMax it would stay near the 50-image figure.",
+        f"Estimated {guess:.0f} MB, measured {mb:.0f} MB. {note} The line through 50 images ({small:.0f} MB) and "
+        f"500 ({large:.0f} MB) gives {expected:.0f} MB at 1,000: about {1000 * per_image:.0f} kB per image, what "
+        "the calibrator keeps of every tensor of one image until the set has run. With CalibStridedMinMax it "
+        "would stay near the 50-image figure.",
     )
 
 
+@needs_answer("prediction", message='Write your guess in answer_c_guess first: "early" or "late".')
 @needs_answer("answer", hint="compute the shares with calibration.saturation and take the largest.")
-def check_most_saturated_tensor(answer, qdq_path, values: dict) -> CheckResult:
-    """Exercise (lesson 03b, interpret): the tensor whose real values saturate most often in a QDQ file."""
+def check_most_saturated_tensor(prediction: str, answer, qdq_path, values: dict) -> CheckResult:
+    """Exercise (lesson 03b, predict then find): the tensor whose real values saturate most often in a
+    QDQ file, after a guess of whether it is an early or a late one. `values`: {tensor: array} in
+    graph order (calibration.activation_values)."""
     from ..calibration import quantized_ranges, saturation
 
+    guess = str(prediction).strip().lower()
+    if guess not in ("early", "late"):
+        return invalid(f'Got {prediction!r}; guess with one word: "early" or "late".')
     shares = saturation(quantized_ranges(qdq_path), values)
-    expected = max(shares, key=shares.get)
-    order = list(values)
-    where = "early" if order.index(expected) < len(order) / 2 else "late"
-    if answer == expected:
-        return CheckResult(
-            True,
-            f"{expected} ({shares[expected]:.3%} of its values saturate), a {where} tensor. A few images show "
-            "the bulk of each tensor's values but not its rare extremes; where those extremes are rarest, a "
-            "small calibration set misses them most.",
-        )
     if answer not in shares:
-        return CheckResult(
-            False, f"{answer!r} is not a calibrated tensor here; pick a key of the saturation dict."
+        return invalid(f"{answer!r} is not a calibrated tensor here; pick a key of the saturation dict.")
+    expected = max(shares, key=shares.get)
+    if shares[answer] < shares[expected]:
+        least = min(shares, key=shares.get)
+        hint = " That is the one that saturates *least*; take max, not min." if answer == least else ""
+        return wrong(
+            f"{answer} is not the tensor whose values saturate most often: another one saturates more.{hint} "
+            "Take the key with the largest share: max(shares, key=shares.get).",
+            expected,
         )
-    least = min(shares, key=shares.get)
-    hint = " That is the one that saturates *least*; take max, not min." if answer == least else ""
+    order = list(values)
+    where = "early" if order.index(answer) < len(order) / 2 else "late"
+    said = "as you guessed" if guess == where else f"not {guess} as you guessed"
     return CheckResult(
-        False, f"{answer} saturates {shares[answer]:.3%}; {expected} saturates {shares[expected]:.3%}.{hint}"
+        True,
+        f"{answer} ({shares[answer]:.3%} of its values saturate), a {where} tensor, {said}. A few images show "
+        "the bulk of each tensor's values but not its rare extremes; where those extremes are rarest, a small "
+        "calibration set misses them most.",
     )

@@ -2,31 +2,34 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .result import CheckResult, needs_answer
+from .result import CheckResult, invalid, needs_answer, wrong
 
-# Lesson 04, exercise 3: the reasons a learner may give for a variant failing the acceptance rule.
+# Exercise 2: the reasons a learner may give for a variant failing the acceptance rule.
 FAILURE_REASONS = {
     "U8S8 saturation": (
         "full 8-bit weights on an x86 CPU without VNNI, where the U8S8 kernel (VPMADDUBSW) adds each pair "
         "of u8 × s8 products into a 16-bit sum that saturates; reduce_range's 7-bit weights prevent it"
     ),
     "per-tensor scale": "one weight scale per layer, so the channel with the widest weights sets the step for all",
-    "calibration": (
+    "calibration data": (
         "calibration data unlike the real inputs (10 images, the wrong normalisation), so the stored ranges "
         "clip or waste codes from the model's input on"
     ),
     "7-bit weights": "reduce_range keeps 7 bits of each weight, one bit of precision given up",
     "none of these": "it is this CPU's production choice: no setting was changed to break it",
 }
+_ALIASES = {"calibration": "calibration data"}  # the earlier name of the reason
 
 
 def _failure_cause(variant: str, saturates: bool) -> str:
     """The reason lesson 04's `variant` would fail: the one setting it changes from the production choice
     (full 8-bit per-channel weights where U8S8 cannot saturate, reduce_range where it can)."""
     if variant == "weak calibration":
-        return "calibration"
+        return "calibration data"
     if variant == "per-tensor":
         return "per-tensor scale"
     if variant == "per-channel" and saturates:
@@ -38,35 +41,33 @@ def _failure_cause(variant: str, saturates: bool) -> str:
 
 @needs_answer(
     "answer",
-    hint='write your prediction as {variant: reason}, e.g. {"per-tensor": "per-tensor '
-    'scale"}, or {} if you expect none to fail.',
+    hint='write your prediction in section 1 as {variant: reason}, e.g. {"per-tensor": "per-tensor '
+    'scale"}, or {} if you expect no variant to fail.',
 )
 def check_failing_variants(
     answer: dict[str, str] | str | None, verdicts: dict, saturates: bool | None = None
 ) -> CheckResult:
-    """Exercise (predict, then check): which of lesson 04's variants fail the acceptance rule on this CPU,
-    and why. `answer` maps each variant expected to fail to one of FAILURE_REASONS ({} for none fails);
+    """Exercise (predict, before the verdicts): which of lesson 04's variants fail the acceptance rule on
+    this CPU, and why. `answer` maps each variant expected to fail to one of FAILURE_REASONS ({}: none);
     `verdicts` maps each variant to its measured `measure.acceptance` verdict; `saturates` is whether
-    U8S8 can saturate on the CPU (default: this CPU's `hardware.u8s8_can_saturate()`)."""
+    U8S8 can saturate on the CPU (default: this CPU's `hardware.u8s8_can_saturate()`).
+
+    A wrong prediction's feedback says how many variants it got wrong and where to look, never which
+    variants fail or why (the verdicts table shows the first; the reasoning is the exercise)."""
     if isinstance(answer, str) and answer.strip().lower() in ("none", "none fails"):
         answer = {}
     if not isinstance(answer, dict):
-        return CheckResult(
-            False,
+        return invalid(
             f"Got a {type(answer).__name__}; write a dict that gives each variant you expect to fail its "
-            'reason, e.g. {"per-tensor": "per-tensor scale"}, or {} if none fails.',
+            'reason, e.g. {"per-tensor": "per-tensor scale"}, or {} if you expect no failure.'
         )
     unknown = [name for name in answer if name not in verdicts]
     if unknown:
-        return CheckResult(
-            False, f"{unknown[0]!r} is not one of the variants: {', '.join(map(repr, verdicts))}."
-        )
-    reasons = {reason.lower(): reason for reason in FAILURE_REASONS}
+        return invalid(f"{unknown[0]!r} is not one of the variants: {', '.join(map(repr, verdicts))}.")
+    reasons = {reason.lower(): reason for reason in FAILURE_REASONS} | _ALIASES
     odd = [reason for reason in answer.values() if str(reason).strip().lower() not in reasons]
     if odd:
-        return CheckResult(
-            False, f"{odd[0]!r} is not one of the reasons: {', '.join(map(repr, FAILURE_REASONS))}."
-        )
+        return invalid(f"{odd[0]!r} is not one of the reasons: {', '.join(map(repr, FAILURE_REASONS))}.")
     if saturates is None:
         from ..hardware import u8s8_can_saturate
 
@@ -78,37 +79,46 @@ def check_failing_variants(
         if saturates
         else "This CPU has VNNI (or is not x86): its U8S8 kernel cannot saturate."
     )
-
-    def figures(name: str) -> str:
-        v = verdicts[name]
-        return f"drop {v.drop_points:+.2f} points, agreement {v.agreement:.2%}"
+    look = (
+        "For each variant that fails, ask which one setting it changes from the production choice "
+        "(section 1) and what lesson 03 said that setting does on this CPU."
+    )
+    if set(guess) != set(failing):
+        passing = [name for name in guess if name not in failing]
+        missed = [name for name in failing if name not in guess]
+        parts = []
+        if passing:
+            parts.append(
+                f"{len(passing)} of the variants you predicted to fail pass{'es' if len(passing) == 1 else ''} here"
+            )
+        if missed:
+            parts.append(
+                f"{len(missed)} that fail{'s' if len(missed) == 1 else ''} here {'is' if len(missed) == 1 else 'are'} missing"
+            )
+        causes = [_failure_cause(name, saturates) for name in missed]
+        return wrong(
+            f"Not what this run measured: {' and '.join(parts)}. Section 2's table shows which variants "
+            f"pass. {cpu} {look}",
+            *missed,
+            *causes,
+        )
+    off = [name for name in failing if guess[name] != _failure_cause(name, saturates)]
+    if off:
+        return wrong(
+            f"Right variants, but the reason is not right for {', '.join(off)}. {look} {cpu}",
+            *(_failure_cause(name, saturates) for name in off),
+        )
 
     def why(name: str) -> str:  # a measured failure and its cause
-        cause = _failure_cause(name, saturates)
-        text = f"{name} fails ({figures(name)}) from {cause!r}: {FAILURE_REASONS[cause]}"
-        if cause == "calibration" and "calibration" not in verdicts[name].advice:
-            text += f"; the rule's advice ({verdicts[name].advice!r}) is only a first guess"
+        cause, v = _failure_cause(name, saturates), verdicts[name]
+        text = (
+            f"{name} fails (drop {v.drop_points:+.2f} points, agreement {v.agreement:.2%}) from {cause!r}: "
+            f"{FAILURE_REASONS[cause]}"
+        )
+        if cause == "calibration data" and "calibration" not in v.advice:
+            text += f"; the rule's advice ({v.advice!r}) is only a first guess"
         return text + "."
 
-    def not_that(name: str) -> str:  # why the learner's reason cannot be the cause of `name`, or ""
-        cause, note = _failure_cause(name, saturates), ""
-        if guess.get(name) == "U8S8 saturation" and cause != "U8S8 saturation":
-            note = f" {name} stores 7-bit weights here, which cannot saturate." if saturates else f" {cpu}"
-        if cause == "none of these":
-            note += " It is this CPU's production choice: no setting was changed to break it."
-        return note
-
-    measured = f"Measured here: {'; '.join(failing) or 'none'} fail{'s' if len(failing) == 1 else ''}."
-    if set(guess) != set(failing):
-        notes = [f"You missed: {why(name)}" for name in failing if name not in guess]
-        for name in (n for n in guess if n not in failing):
-            reason = not_that(name) or " What it changes costs precision, but too little to break the rule."
-            notes.append(f"{name} passes ({figures(name)}).{reason}")
-        return CheckResult(False, " ".join([measured, *notes]))
-    wrong = [name for name in failing if guess[name] != _failure_cause(name, saturates)]
-    if wrong:
-        notes = [f"For {name} you said {guess[name]!r}, but {why(name)}{not_that(name)}" for name in wrong]
-        return CheckResult(False, " ".join([measured, "Right variants, wrong reason.", *notes]))
     elsewhere = (
         "On a CPU with VNNI the answer differs: nothing saturates there, and full 8-bit per-channel "
         "weights are the production choice."
@@ -131,15 +141,12 @@ def check_capstone(answer, fp32_path, x: np.ndarray, labels: np.ndarray) -> Chec
 
     path = Path(answer)
     if not path.is_file():
-        return CheckResult(False, f"Found no file at {path}: pass the output path you gave quantize_static.")
+        return invalid(f"Found no file at {path}: pass the output path you gave quantize_static.")
     facts = model_facts(path)
     if facts.quant_format == "float":
-        return CheckResult(
-            False, f"{path.name} holds no quantized op: pass quantize_static's output, not its input."
-        )
+        return invalid(f"{path.name} holds no quantized op: pass quantize_static's output, not its input.")
     if "dynamic" in facts.quant_format:
-        return CheckResult(
-            False,
+        return invalid(
             f"{path.name} is dynamically quantized; the capstone asks for static QDQ: quantize_static with a "
             "CalibrationDataReader and quant_format=QuantFormat.QDQ.",
         )
@@ -169,88 +176,79 @@ def check_capstone(answer, fp32_path, x: np.ndarray, labels: np.ndarray) -> Chec
             "only the matrix products (op_types_to_quantize=['MatMul']), since each re-quantized output (after "
             "the bias Add, the Softmax) costs agreement."
         )
-    return CheckResult(False, f"Not accepted: {figures}; {verdict.advice}.{hint}")
+    return wrong(f"Not accepted: {figures}; {verdict.advice}.{hint}")
 
 
-def _paired_change(parity) -> tuple[float, float, float, int, int, int]:
-    """(change, standard error, z, b, c, n) of candidate minus reference accuracy, in fractions: b images
-    only the reference gets right, c only the candidate, out of n (the paired, McNemar, interval)."""
-    import math
-
-    n, b, c = parity.labelled, parity.only_reference_right, parity.only_candidate_right
-    change = (c - b) / n
-    return change, math.sqrt(max(b + c - (c - b) ** 2 / n, 0.0)) / n, 1.959964, b, c, n
-
-
-@needs_answer("interval", hint="set answer_1 to (low, high), in points.")
-def check_paired_interval(interval, within_noise, parity) -> CheckResult:
-    """Exercise (write code, then interpret): the 95 % paired interval of a candidate's accuracy minus the
-    reference's, in points, computed by hand from the counts; and whether the change is within the noise."""
+@needs_answer("prediction", message="Write your guess in answer_1_guess first: a number of test images.")
+@needs_answer("answer", hint="compute the number of images in answer_1.")
+def check_unpaired_images(prediction, answer, parity) -> CheckResult:
+    """Exercise (predict, then compute): how many test images the unpaired comparison of a candidate's
+    accuracy with the reference's would need to be as narrow as the paired interval is on these images:
+    n × (unpaired half-width / paired half-width)², since an interval narrows with the square root of
+    the number of images."""
     try:
-        low, high = (float(v) for v in interval)
+        got = float(answer)
     except (TypeError, ValueError):
-        return CheckResult(
-            False, f"Give the interval as two numbers, (low, high) in points; got {interval!r:.60}."
+        return invalid(f"Give a number of images; got {answer!r:.60}.")
+    try:
+        guess = float(prediction)
+    except (TypeError, ValueError):
+        return invalid(f"answer_1_guess is a number of images; got {prediction!r:.60}.")
+    n, pr, pc = parity.labelled, parity.reference_accuracy, parity.candidate_accuracy
+    low, high = parity.accuracy_change_interval()
+    paired = (high - low) / 2
+    if paired <= 0:
+        return invalid(
+            "On these images no image is right in one model only: the paired interval has no width, and no "
+            "number of images makes an unpaired one as narrow. Use the test set."
         )
-    change, se, z, b, c, n = _paired_change(parity)
-    want = (100 * (change - z * se), 100 * (change + z * se))
-    tol = max(0.01, 0.02 * (want[1] - want[0]))
+    z = 1.959964
+    unpaired = 100 * z * math.sqrt((pr * (1 - pr) + pc * (1 - pc)) / n)
+    single = 100 * z * math.sqrt(pr * (1 - pr) / n)
+    ratio = unpaired / paired
+    expected = n * ratio**2
 
-    def near(lo: float, hi: float) -> bool:
-        return abs(low - lo) <= tol and abs(high - hi) <= tol
+    def near(value: float) -> bool:
+        return value > 0 and abs(got / value - 1) <= 0.03
 
-    if low > high:
-        low, high = high, low
-    if not near(*want):
-        pa, pb = parity.candidate_accuracy, parity.reference_accuracy
-        unpaired = 100 * z * ((pa * (1 - pa) + pb * (1 - pb)) / n) ** 0.5
+    if not near(expected):
         hints = [
             (
-                abs(low - want[0] / 100) <= tol / 100 and abs(high - want[1] / 100) <= tol / 100,
-                "Those are fractions; the interval is asked in points: multiply by 100.",
+                near(n * ratio),
+                "That scales the images by the ratio of the two widths. A width falls with the square root of "
+                "the number of images: a k times narrower interval takes k² times the images.",
             ),
             (
-                near(-want[1], -want[0]),
-                "The sign is the other way round: the change is candidate minus reference, (c - b) / n, "
-                f"with c = {c} images only INT8 gets right and b = {b} only fp32 gets right.",
+                near(ratio**2),
+                "That is how many times the test set; the question asks for images: multiply by the number "
+                "of test images.",
             ),
             (
-                near(100 * (change - se), 100 * (change + se)),
-                "That is one standard error either side; a 95 % interval is 1.96 standard errors either side.",
+                near(expected * 1e4) or near(expected / 1e4),
+                "One half-width is in fractions and the other in points: put both in points (× 100).",
             ),
             (
-                near(100 * change - unpaired, 100 * change + unpaired),
-                f"That is the unpaired interval (±{unpaired:.2f} points), as if the two accuracies came from "
-                "different images. Both models saw the same images: use only the b + c images on which exactly one "
-                "is right, sqrt(b + c - (c - b)²/n) / n.",
+                near(n * (single / paired) ** 2),
+                "That uses one accuracy's interval. The unpaired difference of two accuracies adds both their "
+                "variances: p1(1 - p1) + p2(1 - p2).",
             ),
         ]
         hint = next(
             (text for hit, text in hints if hit),
-            "Use (c - b)/n ± 1.96·sqrt(b + c - (c - b)²/n)/n, times 100.",
+            "Compute both half-widths in points, divide the unpaired one by the paired one, square the ratio, "
+            "and scale the number of test images by it.",
         )
-        return CheckResult(
-            False, f"Got ({low:+.3f}, {high:+.3f}), expected ({want[0]:+.3f}, {want[1]:+.3f}). {hint}"
-        )
-    noise = want[0] <= 0 <= want[1]
-    if within_noise is None:
-        return CheckResult(
-            False, "The interval is right. Now answer_1_noise: is the change within the noise?"
-        )
-    if bool(within_noise) != noise:
-        reason = (
-            "The interval contains 0: a change of zero is as consistent with these images as the one measured."
-            if noise
-            else "The interval lies wholly on one side of 0: these images resolve a real change."
-        )
-        return CheckResult(False, f"The interval is right, the reading is not. {reason}")
-    verdict = (
-        "within the noise: on these images the INT8 model's accuracy cannot be told from fp32's"
-        if noise
-        else f"a real {'gain' if change > 0 else 'loss'}: the whole interval lies on one side of 0"
-    )
+        return wrong(f"Got {got:,.0f} images: not this run's number. {hint}", expected)
+    factor = max(guess, 1.0) / expected
+    if 0.5 <= factor <= 2:
+        said = f"you guessed {guess:,.0f}, within a factor of two"
+    else:
+        said = f"you guessed {guess:,.0f}, {'over' if factor > 1 else 'under'} by a factor of {max(factor, 1 / factor):,.0f}"
+    b, c = parity.only_reference_right, parity.only_candidate_right
     return CheckResult(
         True,
-        f"Right: {want[0]:+.2f} to {want[1]:+.2f} points, {verdict}. Only {b + c} of the {n:,} images moved it "
-        f"({c} only INT8 right, {b} only fp32 right); the images both get right or both get wrong cancel out.",
+        f"Right: about {expected:,.0f} images, {ratio**2:,.0f} times the {n:,} test images; {said}. That is "
+        f"what pairing is worth here: the paired interval (±{paired:.2f} points) rests on the {b + c} images "
+        f"on which exactly one model is right, while the unpaired one (±{unpaired:.2f}) carries the "
+        "uncertainty of both accuracies.",
     )

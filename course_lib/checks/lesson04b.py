@@ -6,100 +6,73 @@ from pathlib import Path
 
 import numpy as np
 
-from .result import CheckResult, needs_answer
-
-# Exercise 1: which of the weak calibration's two planted faults breaks it.
-CALIBRATION_FAULTS = ("the 10 images", "the normalisation", "both")
+from .result import CheckResult, invalid, needs_answer, wrong
 
 
-def _input_range(path, input_name: str) -> tuple[float, float] | None:
-    """The float range the input's QuantizeLinear can represent, or None if the input is not quantized."""
-    import onnx
-    from onnx import numpy_helper
+def _low_margin_share(reference_logits, candidate_logits) -> tuple[float, float, int]:
+    """(share of the candidate's disagreements with the reference that sit in the tenth of the rows where
+    the reference's margin is lowest, share of those rows on which it disagrees, number of disagreements)."""
+    from ..measure import margin
 
-    graph = onnx.load(str(path), load_external_data=False).graph
-    weights = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "QuantizeLinear" and node.input[0] == input_name:
-            scale = float(np.asarray(weights[node.input[1]]).reshape(-1)[0])
-            zero = np.asarray(weights[node.input[2]])
-            info = np.iinfo(zero.dtype)
-            z = int(zero.reshape(-1)[0])
-            return (info.min - z) * scale, (info.max - z) * scale
-    return None
+    ref, cand = np.asarray(reference_logits), np.asarray(candidate_logits)
+    m = margin(ref)
+    low = m <= np.quantile(m, 0.1)
+    disagree = cand.argmax(1) != ref.argmax(1)
+    total = int(disagree.sum())
+    return (float(disagree[low].sum() / total) if total else 0.0), float(disagree[low].mean()), total
 
 
-@needs_answer(
-    "guess",
-    hint=f"write your prediction in answer_1_guess first, one of {', '.join(map(repr, CALIBRATION_FAULTS))}.",
-)
-def check_calibration_cause(guess: str | None, answer, reference_logits, x, labels) -> CheckResult:
-    """Exercise (predict, then measure): which of the weak calibration's faults (10 images, the wrong
-    normalisation) breaks it. `guess`: one of CALIBRATION_FAULTS; `answer`: the path of a model quantized
-    with 10 images through the production preprocessing; `reference_logits`: the fp32 model's on `x`,
-    which holds production-preprocessed inputs with their `labels`."""
-    from ..measure import acceptance, logits, model_facts, parity
-
-    if str(guess).strip().lower() not in CALIBRATION_FAULTS:
-        return CheckResult(False, f"{guess!r} is not one of {', '.join(map(repr, CALIBRATION_FAULTS))}.")
-    guess = str(guess).strip().lower()
-    if answer is None:
+@needs_answer("prediction", message="Write your guess in answer_1_guess first: a share between 0 and 1.")
+@needs_answer("answer", hint="compute the share of weak calibration's disagreements in the least sure tenth.")
+def check_low_margin_share(
+    prediction, answer, reference_logits, weak_logits, production_logits
+) -> CheckResult:
+    """Exercise (lesson 04b, predict then compute): of weak calibration's disagreements with fp32, the share
+    that sits in the tenth of the test images where fp32's margin is lowest, against the production
+    choice's share. `prediction` and `answer` are shares between 0 and 1."""
+    try:
+        guess, found = float(prediction), float(answer)
+    except (TypeError, ValueError):
+        return invalid(f"Got {prediction!r} and {answer!r}; both are shares: numbers between 0 and 1.")
+    if not 0 <= guess <= 1:
+        return invalid(f"Your guess {guess} is not a share between 0 and 1 (write 0.3 for 30 %).")
+    expected, rate, total = _low_margin_share(reference_logits, weak_logits)
+    production, _, production_total = _low_margin_share(reference_logits, production_logits)
+    if total == 0:
+        return invalid(
+            "These weak-calibration logits never disagree with fp32: pass logits['weak calibration']."
+        )
+    if abs(found - expected) <= 0.01:
+        off = guess - expected
+        said = "close to what you guessed" if abs(off) <= 0.15 else f"you guessed {guess:.0%}"
         return CheckResult(
-            False,
-            "Now measure: quantize with cl.DatasetReader(fp32, count=10) (the production preprocessing) and set "
-            "answer_1 to the file's path.",
+            True,
+            f"{expected:.0%} of weak calibration's {total} disagreements sit in the least sure tenth ({said}), "
+            f"against {production:.0%} of the production choice's {production_total}, and the tenth that chance "
+            "would put there. Quantization noise tips only decisions fp32 barely made; a wrong input range moves "
+            "every logit, so it tips confident decisions too. A disagreement on a confident image points at a "
+            "fault, not at noise: browse them first.",
         )
-    path = Path(answer)
-    if not path.is_file():
-        return CheckResult(False, f"Found no file at {path}: pass the output path you gave quantize_static.")
-    facts = model_facts(path)
-    if facts.quant_format != "QDQ":
-        return CheckResult(
-            False,
-            f"{path.name} is {facts.quant_format!r}, not static QDQ: quantize it as section 1 does (`quantize`).",
+    if 1 < found <= 100 and abs(found / 100 - expected) <= 0.01:
+        return wrong("That looks like a percentage: give the share as a fraction, not in per cent.", expected)
+    if abs(found - rate) <= 0.01:
+        return wrong(
+            "That is the share of the least sure images on which weak calibration disagrees. The question is the "
+            "other way round: of its disagreements, which share sits in the least sure tenth?",
+            expected,
         )
-    import onnx
-
-    name = onnx.load(str(path), load_external_data=False).graph.input[0].name
-    found, want = _input_range(path, name), (float(np.min(x)), float(np.max(x)))
-    span = want[1] - want[0]
-    if found is None or abs(found[0] - want[0]) > 0.1 * span or abs(found[1] - want[1]) > 0.1 * span:
-        shown = "not quantized" if found is None else f"[{found[0]:.2f}, {found[1]:.2f}]"
-        return CheckResult(
-            False,
-            f"Your file's input range is {shown}, the production preprocessing's [{want[0]:.2f}, {want[1]:.2f}]. "
-            "Calibrate through the production preprocessing (DatasetReader's default transform), not "
-            "half_normalised: only the count should change.",
+    if abs(found - production) <= 0.01:
+        return wrong(
+            "That is the production choice's share; compute it for logits['weak calibration'].", expected
         )
-    p = parity(reference_logits, logits(path, x), labels)
-    verdict = acceptance(p)
-    figures = f"accuracy change {-verdict.drop_points:+.2f} points, agreement {p.agreement_text()}"
-    if verdict.passes:
-        truth = (
-            f"Ten images through the production preprocessing pass the acceptance rule ({figures}): the count "
-            "was not what broke the weak calibration, the normalisation was. MinMax keeps each tensor's smallest "
-            "and largest value, and ten images already reach the input's whole range (every Fashion-MNIST image has "
-            "a black background, and nearly all reach full white). The wrong normalisation calibrated the input on [-1, 1], while the model sees "
-            f"[{want[0]:.2f}, {want[1]:.2f}]: every pixel the production preprocessing maps above 1 is clipped "
-            "at the first layer, the low first-layer SQNR of section 3."
-        )
-        note = {
-            "the normalisation": "You predicted it.",
-            "the 10 images": "You blamed the count: a common guess, and here a wrong one.",
-            "both": "You blamed both: the normalisation alone is enough to break it.",
-        }[guess]
-    else:
-        truth = (
-            f"Ten images through the production preprocessing still fail here ({figures}, {verdict.advice}): "
-            "the count matters on this model too. Whether the normalisation alone would also break it takes "
-            "the other experiment: 200 images, half-normalised."
-        )
-        note = {
-            "the normalisation": "You blamed only the normalisation: the count fails it here as well.",
-            "the 10 images": "You blamed the count: this run agrees.",
-            "both": "You blamed both: this run shows the count matters.",
-        }[guess]
-    return CheckResult(True, f"{truth} {note}")
+    if abs(found - (1 - expected)) <= 0.01:
+        return wrong("That is the share *outside* the least sure tenth; take the rest.", expected)
+    return wrong(
+        "Not the share: mark weak calibration's disagreements with fp32 (the argmax differs), mark the tenth "
+        "of the images with the lowest fp32 margin (measure.margin(ref) at or below its 10th percentile), "
+        "then divide the disagreements inside that tenth by all the disagreements.",
+        expected,
+    )
 
 
 def _grid_drift(fp32_path, int8_path, grid: np.ndarray) -> np.ndarray:
@@ -119,13 +92,12 @@ def check_edge_calibration(answer, fp32_path, lesson_path, grid, inside) -> Chec
 
     path = Path(answer)
     if not path.is_file():
-        return CheckResult(False, f"Found no file at {path}: pass the output path you gave quantize_static.")
+        return invalid(f"Found no file at {path}: pass the output path you gave quantize_static.")
     facts = model_facts(path)
     if facts.quant_format != "QDQ":
-        return CheckResult(
-            False,
+        return invalid(
             f"{path.name} is {facts.quant_format!r}, not static QDQ: quantize it with quantize_static and a "
-            "reader, as section 5 does.",
+            "reader, as section 5 does."
         )
     grid, inside = np.asarray(grid, dtype=np.float32), np.asarray(inside, dtype=bool)
     yours, lessons = _grid_drift(fp32_path, path, grid), _grid_drift(fp32_path, lesson_path, grid)
@@ -134,8 +106,7 @@ def check_edge_calibration(answer, fp32_path, lesson_path, grid, inside) -> Chec
         f"inside it {lessons[inside].max():.2f} → {yours[inside].max():.2f} (the lesson's file → yours)"
     )
     if yours[~inside].max() >= 0.5 * lessons[~inside].max():
-        return CheckResult(
-            False,
+        return wrong(
             f"Not yet: {figures}. Calibrate on the training points and the edge set together "
             "(np.vstack([moons.x_train, moons.x_edge])), so that the calibrated ranges reach where the edge "
             "points go.",

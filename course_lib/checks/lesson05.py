@@ -1,8 +1,8 @@
-"""Self-checks for lesson 05 (hardware and speed) and its deep dive 05b (measuring traps, a second runtime)."""
+"""Self-checks for lesson 05 (hardware and speed) and its deep dive 05b (measuring traps)."""
 
 from __future__ import annotations
 
-from .result import CheckResult, needs_answer, speedup_interval
+from .result import CheckResult, invalid, needs_answer, speedup_interval, wrong
 
 
 def _verdict(comparison) -> str:
@@ -15,46 +15,48 @@ def check_float_island_time(guess: str, answer: float, s8s8_profile, fp32_profil
     its profile) over that of all fp32's convolutions (`Conv` in fp32's profile), at the same batch.
 
     `guess`: "less" or "more", predicted before timing; `answer`: the ratio computed from the two
-    `kernels.Profile`s; `ran`: the S8S8 file's `kernels.Kernels`, for the counts in the feedback."""
+    `kernels.Profile`s (0 where the CPU runs no float convolution); `ran`: the S8S8 file's
+    `kernels.Kernels`, for the counts in the feedback."""
     said = None if guess is None else str(guess).strip().lower()
     if said is None:
-        return CheckResult(False, 'Write your prediction in answer_1_guess first: "less" or "more".')
+        return invalid('Write your prediction in answer_1_guess first: "less" or "more".')
     if said not in ("less", "more"):
-        return CheckResult(False, f'Got {guess!r} as the prediction; write "less" or "more".')
+        return invalid(f'Got {guess!r} as the prediction; write "less" or "more".')
     if answer is None:
-        return CheckResult(False, "No answer yet: divide the S8S8 profile's Conv time by fp32's Conv time.")
+        return invalid("No answer yet: divide the S8S8 profile's Conv time by fp32's Conv time.")
+    try:
+        got = float(answer)
+    except (TypeError, ValueError):
+        return invalid(f"Got {answer!r}; give one number, the ratio of the two Conv times.")
     island = s8s8_profile.ms_per_run.get("Conv", 0.0)
     whole = fp32_profile.ms_per_run.get("Conv", 0.0)
     if island == 0.0:  # ARM: every S8S8 convolution runs on an integer kernel
+        if got != 0.0:
+            return wrong(
+                "The S8S8 profile has no `Conv` time on this CPU: read it with ms_per_run.get('Conv', 0.0).",
+                0.0,
+            )
         return CheckResult(
             True,
             "This CPU runs every convolution of the S8S8 file on an integer kernel: it has no float island to "
             "price (on ARM, ONNX Runtime fuses int8 activations too).",
         )
     expected = island / whole
-    try:
-        got = float(answer)
-    except (TypeError, ValueError):
-        return CheckResult(False, f"Got {answer!r}; give one number, the ratio of the two Conv times.")
     if abs(got - expected) > 0.02 * expected:
-        slips = {
-            "inverted": (
-                whole / island,
-                "you divided fp32's time by the S8S8 file's; divide S8S8's by fp32's.",
-            ),
-            "totals": (
+        slips = (
+            (whole / island, "you divided fp32's time by the S8S8 file's; divide S8S8's by fp32's."),
+            (
                 s8s8_profile.total_ms / fp32_profile.total_ms,
                 "that is the ratio of the whole profiles; take the op type `Conv` of each (the float "
                 "convolutions), not every op.",
             ),
-        }
-        for value, hint in slips.values():
+        )
+        for value, hint in slips:
             if abs(got - value) <= 0.02 * value:
-                return CheckResult(False, f"Got {got:.2f}, expected {expected:.2f}: {hint}")
-        return CheckResult(
-            False,
-            f"Got {got:.2f}, expected {expected:.2f}: read `ms_per_run['Conv']` of each profile and divide the "
-            "S8S8 file's by fp32's.",
+                return wrong(f"Not the check's ratio: {hint}", expected)
+        return wrong(
+            "Not the check's ratio: read `ms_per_run['Conv']` of each profile and divide the S8S8 file's by fp32's.",
+            expected,
         )
     actual = "more" if expected > 1 else "less"
     counts = ""
@@ -82,13 +84,11 @@ def check_fused_s8s8(guess: float, answer, default=None) -> CheckResult:
     `LatencyComparison`; `default`: the S8S8 file's comparison with ONNX Runtime's default, for the
     feedback."""
     if not hasattr(answer, "speedup_at_least"):
-        return CheckResult(
-            False, f"Got {type(answer).__name__}; give the LatencyComparison that compare_latency returns."
+        return invalid(
+            f"Got {type(answer).__name__}; give the LatencyComparison that compare_latency returns."
         )
     if answer.baseline != "fp32" and "fp32" in answer.latency:
-        return CheckResult(
-            False, "Put fp32 first in the dict you time, so the ratio is fp32's time over S8S8's."
-        )
+        return invalid("Put fp32 first in the dict you time, so the ratio is fp32's time over S8S8's.")
     measured, verdict = speedup_interval(answer), _verdict(answer)
     g = float(guess)
     if answer.speedup_low <= g <= answer.speedup_high:
@@ -126,11 +126,15 @@ def check_careless_swap(
     words = ("above", "below", "inside")
     said, predicted = str(answer).strip().lower(), str(guess).strip().lower()
     if said not in words or predicted not in words:
-        return CheckResult(False, f'Got {guess!r} and {answer!r}; each must be "above", "below" or "inside".')
+        return invalid(f'Got {guess!r} and {answer!r}; each must be "above", "below" or "inside".')
     expected = "above" if careless > careful_high else "below" if careless < careful_low else "inside"
     where = f"{careless:.2f}x against the careful {careful_low:.2f}–{careful_high:.2f}"
     if said != expected:
-        return CheckResult(False, f"Got {answer!r}, expected {expected!r}: {where}.")
+        return wrong(
+            f"Got {answer!r}, which is not where the careless ratio landed: set the ratio the cell printed "
+            "beside the two ends of the careful loop's interval (`careful.speedup_low`, `careful.speedup_high`).",
+            expected,
+        )
     note = "as you predicted" if predicted == expected else f"you predicted {predicted!r}"
     why = (
         " The load now slows INT8's runs, the denominator of fp32's time over INT8's, so the ratio drops: the "
@@ -152,14 +156,22 @@ def check_intensity(guess: float, answer: float, path, input_shapes) -> CheckRes
     from ..measure import weight_work
 
     work = weight_work(path, input_shapes)
-    expected, got = work.intensity(8), float(answer)
+    try:
+        got = float(answer)
+    except (TypeError, ValueError):
+        return invalid(f"Got {answer!r}; give one number, the multiply-adds per byte of INT8 weights.")
+    expected = work.intensity(8)
     if abs(got - expected) > 0.01 * expected:
         if abs(got - work.intensity(32)) <= 0.01 * work.intensity(32):
-            return CheckResult(
-                False,
+            return wrong(
                 f"Got {got:,.1f}: that is per byte of fp32 weights; INT8 weights take 8 bits: intensity(8).",
+                expected,
             )
-        return CheckResult(False, f"Got {got:,.1f}, expected {expected:,.1f}: weight_work(...).intensity(8).")
+        return wrong(
+            f"Got {got:,.1f}: compute it with measure.weight_work(path, input_shapes).intensity(8), on the "
+            "fp32 file at the batch-8 shapes.",
+            expected,
+        )
     off = abs(float(guess) - expected) / expected
     close = "within a tenth" if off <= 0.1 else f"{off:.0%} off"
     return CheckResult(
@@ -183,68 +195,123 @@ def _bootstrap(a, b, stat, low_q: float, high_q: float, paired: bool = True, res
     return tuple(float(v) for v in np.percentile(ratios, [low_q, high_q]))
 
 
-@needs_answer("answer", hint="compute (low, high) from the two arrays of timed runs.")
-def check_bootstrap_interval(answer, fp32_ms, int8_ms, confidence: float = 0.9) -> CheckResult:
-    """Exercise (write code): the paired-bootstrap 90% interval of the ratio of medians, fp32 over INT8,
-    from the raw timed runs (milliseconds, run i of each taken in the same turn of the loop)."""
+@needs_answer(
+    "guess", message='Write your prediction in answer_3_guess first: "narrower", "same" or "wider".'
+)
+@needs_answer(
+    "answer", hint="compute (low, high) from the two arrays of timed runs, drawing the same indices."
+)
+@needs_answer("unpaired", hint="compute (low, high) again, with independent indices for the two arrays.")
+def check_bootstrap_interval(
+    guess: str, answer, unpaired, fp32_ms, int8_ms, confidence: float = 0.9
+) -> CheckResult:
+    """Exercise (predict, then write code): the bootstrap 90% interval of the ratio of medians, fp32 over
+    INT8, from the raw timed runs (milliseconds, run i of each taken in the same turn of the loop),
+    resampled in pairs (`answer`) and with independent indices (`unpaired`); `guess`: whether the
+    paired interval comes out "narrower" than the unpaired one, about the "same", or "wider"."""
     import numpy as np
 
+    predicted = str(guess).strip().lower()
+    if predicted not in ("narrower", "same", "wider"):
+        return invalid(f'Got {guess!r} as the prediction; write "narrower", "same" or "wider".')
     a, b = np.asarray(fp32_ms, dtype=float), np.asarray(int8_ms, dtype=float)
-    try:
-        got = tuple(float(v) for v in np.asarray(answer, dtype=float).reshape(-1))
-    except (TypeError, ValueError):
-        got = ()
-    if len(got) != 2:
-        return CheckResult(
-            False,
-            f"Got {answer!r}; give two numbers, (low, high): the 5th and 95th percentiles of the resampled "
-            "ratios of medians.",
-        )
-    if got[0] > got[1]:
-        return CheckResult(False, f"Got {got[0]:.3f} > {got[1]:.3f}; give (low, high), the low end first.")
+    given = {}
+    for label, value in (("answer_3", answer), ("answer_3_unpaired", unpaired)):
+        try:
+            pair = tuple(float(v) for v in np.asarray(value, dtype=float).reshape(-1))
+        except (TypeError, ValueError):
+            pair = ()
+        if len(pair) != 2:
+            return invalid(
+                f"Got {value!r} in {label}; give two numbers, (low, high): the 5th and 95th percentiles of the "
+                "resampled ratios of medians."
+            )
+        if pair[0] > pair[1]:
+            return invalid(f"{label} has its high end first; give (low, high).")
+        given[label] = pair
     tail = 100 * (1 - confidence) / 2
     right = _bootstrap(a, b, np.median, tail, 100 - tail)
-    width = right[1] - right[0]
-    tolerance = max(0.01, 0.15 * width)
-    median_ratio = float(np.median(a) / np.median(b))
-    candidates = {
-        "right": right,
-        "inverted": (1 / right[1], 1 / right[0]),
-        "means": _bootstrap(a, b, np.mean, tail, 100 - tail),
-        "per-run ratios": tuple(float(v) for v in np.percentile(a / b, [tail, 100 - tail])),
-        "unpaired": _bootstrap(a, b, np.median, tail, 100 - tail, paired=False),
-        "95%": _bootstrap(a, b, np.median, 2.5, 97.5),
-    }
-    distance = {name: max(abs(got[0] - c[0]), abs(got[1] - c[1])) for name, c in candidates.items()}
-    shown = f"({right[0]:.3f}, {right[1]:.3f})"
-    if distance["right"] <= tolerance:
-        return CheckResult(
-            True,
-            f"({got[0]:.3f}, {got[1]:.3f}) against the check's {shown}, with {len(a)} runs of each: a new "
-            f"timing of this pair would give a ratio of medians ({median_ratio:.2f}x here) inside about that "
-            "range, nine times in ten. Bootstrap intervals move a little with the random draws; this one is "
-            "close enough.",
-        )
-    hints = {
-        "inverted": "you divided INT8's median by fp32's; the ratio is fp32's time over INT8's (2.0 means "
-        "INT8 takes half the time).",
+    right_unpaired = _bootstrap(a, b, np.median, tail, 100 - tail, paired=False)
+
+    def distance(x, y):
+        return max(abs(x[0] - y[0]), abs(x[1] - y[1]))
+
+    def near(x, y):
+        return distance(x, y) <= max(0.01, 0.15 * (y[1] - y[0]))
+
+    slips = {
+        "inverted": "you divided INT8's median by fp32's; the ratio is fp32's time over INT8's (2.0 means INT8 "
+        "takes half the time).",
         "means": "you took the ratio of means; take the median of each resample, which a few slow runs do not "
         "move.",
         "per-run ratios": "you took percentiles of the run-by-run ratios: that is the spread of single runs, not "
-        "how far the ratio of medians could move. Resample the pairs, and take the ratio of medians of each "
-        "resample.",
-        "unpaired": "you resampled the two arrays independently; draw the same indices for both, since run i of "
-        "each was taken at nearly the same moment.",
+        "how far the ratio of medians could move. Resample, and take the ratio of medians of each resample.",
         "95%": "that is a 95% interval (2.5th to 97.5th percentiles); the course's is 90%: the 5th and 95th.",
     }
-    nearest = min((name for name in candidates if name != "right"), key=distance.get)
-    if distance[nearest] <= tolerance and distance[nearest] < distance["right"]:
-        return CheckResult(
-            False, f"Got ({got[0]:.3f}, {got[1]:.3f}), expected about {shown}: {hints[nearest]}"
+
+    def slipped(got, paired: bool) -> str:
+        candidates = {
+            "inverted": (
+                1 / (right if paired else right_unpaired)[1],
+                1 / (right if paired else right_unpaired)[0],
+            ),
+            "means": _bootstrap(a, b, np.mean, tail, 100 - tail, paired=paired),
+            "per-run ratios": tuple(float(v) for v in np.percentile(a / b, [tail, 100 - tail])),
+            "95%": _bootstrap(a, b, np.median, 2.5, 97.5, paired=paired),
+        }
+        found = [name for name, c in candidates.items() if near(got, c)]
+        return min(found, key=lambda n: distance(got, candidates[n])) if found else ""
+
+    got, got_unpaired = given["answer_3"], given["answer_3_unpaired"]
+    if not near(got, right):
+        if near(got, right_unpaired) and distance(got, right_unpaired) < distance(got, right):
+            return wrong(
+                "answer_3 is not paired: draw the same indices for both arrays, since run i of each was taken "
+                "at nearly the same moment.",
+                *right,
+            )
+        slip = slipped(got, paired=True)
+        return wrong(
+            f"answer_3 is not the paired interval: {slips[slip]}"
+            if slip
+            else f"answer_3 is not the paired interval. Draw {len(a)} indices with replacement (the same for "
+            "both arrays), take np.median of each side and their ratio; repeat a couple of thousand times; "
+            "the interval is the 5th and 95th percentiles of those ratios.",
+            *right,
         )
+    if not near(got_unpaired, right_unpaired):
+        if near(got_unpaired, right):
+            return wrong(
+                "answer_3_unpaired is the paired interval again: draw a second set of indices for the INT8 "
+                "array, independent of the first.",
+                *right_unpaired,
+            )
+        slip = slipped(got_unpaired, paired=False)
+        return wrong(
+            f"answer_3_unpaired is not the unpaired interval: {slips[slip]}"
+            if slip
+            else "answer_3_unpaired is not the unpaired interval: draw one set of indices for fp32's runs and "
+            "another for INT8's, then proceed as for answer_3.",
+            *right_unpaired,
+        )
+    share = (right[1] - right[0]) / (right_unpaired[1] - right_unpaired[0])
+    actual = "narrower" if share < 0.9 else "wider" if share > 1.1 else "same"
+    said = "as you predicted" if predicted == actual else f"you predicted {predicted!r}"
+    why = {
+        "narrower": "Run i of each model shared the machine's state of that moment; resampling the pairs keeps "
+        "what moved both together out of the ratio, and the interval shrinks. Unpaired, that common noise "
+        "counts twice.",
+        "same": "Here the two models' runs hardly moved together from turn to turn, so pairing had little "
+        "common noise to cancel: what slowed a run here slowed it alone.",
+        "wider": "Unusual: the runs of the two models moved in opposite directions from turn to turn. Time "
+        "the pair again before trusting either interval.",
+    }[actual]
+    shown = "about the same as" if actual == "same" else f"{actual} than"
     return CheckResult(
-        False,
-        f"Got ({got[0]:.3f}, {got[1]:.3f}), expected about {shown}. Draw {len(a)} indices with replacement "
-        "(the same for both arrays), take np.median of each side and their ratio; repeat a couple of thousand "
-        "times; the interval is the 5th and 95th percentiles of those ratios.",
+        True,
+        f"Paired ({got[0]:.3f}, {got[1]:.3f}), unpaired ({got_unpaired[0]:.3f}, {got_unpaired[1]:.3f}) against "
+        f"the check's ({right[0]:.3f}, {right[1]:.3f}) and ({right_unpaired[0]:.3f}, {right_unpaired[1]:.3f}), "
+        f"with {len(a)} runs of each: the paired interval is {shown} the unpaired one ({share:.0%} of its "
+        f"width), {said}. {why} A new timing of this pair would give a ratio of medians "
+        f"({float(np.median(a) / np.median(b)):.2f}x here) inside about the paired range, nine times in ten.",
     )

@@ -116,7 +116,7 @@ FINGERPRINTS: dict[str, Callable[[], str]] = {MOONS_MLP: moons_fingerprint, RESN
 
 
 # Every model the course gets by name (`models.get`): the two demo models, the pretrained text
-# encoder (lessons 02-06b) and lesson 07's NanoGPT.
+# encoder (lessons 02-06c) and lesson 07's NanoGPT.
 KNOWN: tuple[str, ...] = (MOONS_MLP, RESNET18, TEXT_ENCODER, NANOGPT)
 
 

@@ -42,7 +42,8 @@ RESNET_ACCEPTED = Read(
     "04", RESNET18, ("per-channel", "per-channel, reduce_range"), ("accuracy", "fp32_accuracy", "agreement")
 )
 SPEED_05 = Read("05", None, (), SPEED)  # every INT8 variant of lesson 05 against fp32
-SPEED_05B = Read("05b", None, (), SPEED)  # lesson 05b: the text encoder and the QDQ files on OpenVINO
+SPEED_05B = Read("05b", None, (), SPEED)  # lesson 05b: the text encoder over sequence lengths
+SPEED_05C = Read("05c", None, (), SPEED)  # lesson 05c: the QDQ files on OpenVINO
 # Lesson 06: the 4-bit weight-only text encoder, blocks of 32, asymmetric, beside its fp32 file.
 FOUR_BIT = Read("06", TEXT_ENCODER, ("4-bit, blocks of 32, asymmetric",), ("fp32_bytes", "cos_min"))
 # Lesson 06b: static INT8 on the text encoder beside dynamic INT8, both on the held-out sentences.
@@ -52,9 +53,9 @@ STATIC_TEXT_ENCODER = Read(
     ("static INT8, representative calibration", "dynamic INT8, per-channel (lesson 02)"),
     ("cos_min", "speedup_b16"),
 )
-# Lesson 06b: 4-bit weights on the ResNet18, after training and with quantization-aware training.
+# Lesson 06c: 4-bit weights on the ResNet18, after training and with quantization-aware training.
 QAT = Read(
-    "06b",
+    "06c",
     RESNET18,
     ("QAT (10 steps), 4-bit weights", "PTQ, 4-bit weights"),
     ("accuracy", "fp32_accuracy", "train_seconds", "codes_differing", "codes"),
@@ -83,6 +84,8 @@ READS = (
     RESNET_STATIC,
     RESNET_ACCEPTED,
     SPEED_05,
+    SPEED_05B,
+    SPEED_05C,
     FOUR_BIT,
     STATIC_TEXT_ENCODER,
     QAT,

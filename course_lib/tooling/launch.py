@@ -102,11 +102,11 @@ DRIVE_FOLDER = "/content/drive/MyDrive/onnx-quant-course"
 
 
 # Extras a lesson's Colab setup cell installs beside the core package (pyproject.toml's extras).
-LESSON_EXTRAS: dict[str, tuple[str, ...]] = {"05b": ("openvino",)}
+LESSON_EXTRAS: dict[str, tuple[str, ...]] = {"05c": ("openvino",)}
 
 
 def lesson_extras(notebook: str) -> tuple[str, ...]:
-    """The extras the lesson `notebook` (a file name such as '05b_measuring_and_runtimes.ipynb') needs."""
+    """The extras the lesson `notebook` (a file name such as '05c_a_second_runtime.ipynb') needs."""
     return LESSON_EXTRAS.get(Path(notebook).name.split("_", 1)[0], ())
 
 

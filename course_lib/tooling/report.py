@@ -35,9 +35,11 @@ LESSON_TITLES = {
     "04": "04 · parity",
     "04b": "04b · where errors gather (optional)",
     "05": "05 · hardware and speed",
-    "05b": "05b · measuring traps and a second runtime (optional)",
+    "05b": "05b · measuring traps (optional)",
+    "05c": "05c · a second runtime: OpenVINO (optional)",
     "06": "06 · past W8A8",
-    "06b": "06b · static INT8 and QAT (optional)",
+    "06b": "06b · past W8A8 in depth: 4-bit bytes, static INT8 on the text encoder (optional)",
+    "06c": "06c · quantization-aware training (optional)",
     keys.BENCH: "the benchmark (python -m course_lib bench)",
 }
 
@@ -278,7 +280,7 @@ def _cpu_speedup(latest: Latest) -> str | None:
         (key, e)
         for key, e in latest.items()
         if (
-            key[0] in (keys.SPEED_05.lesson, keys.SPEED_05B.lesson)
+            key[0] in (keys.SPEED_05.lesson, keys.SPEED_05B.lesson, keys.SPEED_05C.lesson)
             or (key[0] == keys.SPEED_BENCH.lesson and f"vs {keys.FP32_BASELINE}" in key[2])
         )
         and e.get("metrics", {}).get(speedup) is not None
@@ -291,6 +293,7 @@ def _cpu_speedup(latest: Latest) -> str | None:
     where = {
         keys.SPEED_05.lesson: "lesson 05",
         keys.SPEED_05B.lesson: "lesson 05b",
+        keys.SPEED_05C.lesson: "lesson 05c",
         keys.SPEED_BENCH.lesson: "the benchmark",
     }
 
@@ -308,7 +311,7 @@ def _cpu_speedup(latest: Latest) -> str | None:
         parts.append(f"{runtime_of(ov64[1])}{float_layers}: {case(*ov64)}")
     else:
         parts.append(
-            "OpenVINO: not measured yet (lesson 05 or the benchmark, with the openvino package installed)"
+            "OpenVINO: not measured yet (lesson 05c or the benchmark, with the openvino package installed)"
         )
     text = f"best INT8/fp32 ratio on the ResNet18 at batch 64, {parts[0]}; {parts[1]}"
     overall = _best([(k, e) for k, e in onnxruntime if k[1] != RESNET18 or _at_batch_64(k, e)])
@@ -370,7 +373,7 @@ CLAIMS = (
         _static_text_encoder,
     ),
     Claim(
-        "06b",
+        "06c",
         "Quantization-aware training [...] does not guarantee that the final runtime implements every "
         "simulated operation identically",
         "seed 004",

@@ -152,7 +152,12 @@ step_rows = []
 for label, path in {"legacy export": legacy, **written}.items():
     s = pre_process.graph_summary(path)
     step_rows.append(
-        {"after": label, "nodes": s["nodes"], "BatchNorm": s["ops"].get("BatchNormalization", 0), "known shapes": s["shapes"]}
+        {
+            "after": label,
+            "nodes": s["nodes"],
+            "BatchNorm": s["ops"].get("BatchNormalization", 0),
+            "known shapes": s["shapes"],
+        }
     )
 display(Markdown(measure.markdown_table(step_rows)))
 legacy_pre = written["+ ONNX shape inference"]
@@ -172,7 +177,9 @@ legacy_pre = written["+ ONNX shape inference"]
 
 # %%
 val_x = cl.preprocess(cl.load_split("validation")[0])
-same = np.abs(measure.logits(legacy_pre, val_x, threads=THREADS) - measure.logits(pre, val_x, threads=THREADS))
+same = np.abs(
+    measure.logits(legacy_pre, val_x, threads=THREADS) - measure.logits(pre, val_x, threads=THREADS)
+)
 contrib = pre_process.contrib_op_model(work / "contrib_op.onnx")
 tries = {"default": {}, "skip_symbolic_shape=True": {"skip_symbolic_shape": True}}
 outcome, _ = measure.peak_memory_of(pre_process.pre_process_tries, contrib, work, tries)
@@ -180,7 +187,7 @@ for label, result in outcome.items():
     print(f"{label:>25}: {result}")
 
 # %%
-cl.verify("03.1", export_summary=export_summary, pre_summary=pre_summary, step_rows=step_rows, same=same, outcome=outcome)
+cl.verify("03.1", graphs=(export_summary, pre_summary, step_rows), same=same, outcome=outcome)
 
 # %% [markdown]
 # ## 2. The calibration reader
@@ -456,7 +463,11 @@ scoring.time_in_turn([dynamic, prod], test, batch=64)
 static_on_same = prod.parity_on(test, 2000)
 decision = [
     {"": "data needed", "dynamic": "none", "static (QDQ)": f"{len(reader):,} calibration images"},
-    {"": "agreement (first 2,000)", "dynamic": dynamic.parity.agreement_text(), "static (QDQ)": static_on_same.agreement_text()},
+    {
+        "": "agreement (first 2,000)",
+        "dynamic": dynamic.parity.agreement_text(),
+        "static (QDQ)": static_on_same.agreement_text(),
+    },
     {"": "speed at batch 64", "dynamic": dynamic.cell("speed b64"), "static (QDQ)": prod.cell("speed b64")},
 ]
 display(Markdown(measure.markdown_table(decision)))
