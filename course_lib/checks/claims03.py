@@ -242,13 +242,13 @@ def _(f):
 
 @book.sentence(
     "4",
-    "augmented-noise-or-costs",
-    "Augmented calibration costs agreement or stays within the noise",
+    "augmented-small",
+    "Augmented calibration moves agreement by less than a point either way",
     shows="{augmented_change}",
     depends=("weights", "data"),
 )
 def _(f):
-    return noise(f["augmented_change"]) or f["augmented_change"].value < 0
+    return -1 < f["augmented_change"].low and f["augmented_change"].high < 1
 
 
 @book.sentence(

@@ -27,7 +27,8 @@ SIZE_TARGET = 0.26  # lesson 04's course target, as a share of fp32's bytes
 
 # 1. 4-bit weight-only on the text encoder ------------------------------------------------------------
 @book.figures("1")
-def _(bytes_by_op: dict, quality: dict, candidates: dict, speed: dict, memory: dict) -> dict:
+def _(bytes_by_op: dict, quality: dict, candidates: dict, speed: dict | None, memory: dict | None) -> dict:
+    """`speed` and `memory` None where nothing could be timed (the emulated ARM CPUs)."""
     from ..units import megabytes
 
     names = {"te_dynamic": DYNAMIC, **FOUR_BIT}
@@ -35,11 +36,16 @@ def _(bytes_by_op: dict, quality: dict, candidates: dict, speed: dict, memory: d
         "matmul_share": bytes_by_op.get("MatMul", 0) / sum(bytes_by_op.values()),
         "te_dynamic_mb": megabytes(candidates[DYNAMIC]),
         "smallest_4bit_mb": min(megabytes(candidates[x]) for x in FOUR_BIT.values()),
-        "te_fp32_peak_mb": megabytes(memory["fp32 (optimized)"]),
-        "te_dynamic_peak_mb": megabytes(memory[DYNAMIC]),
-        "te_int4_b32_peak_mb": megabytes(memory[FOUR_BIT["te_int4_b32"]]),
     }
+    if memory is not None:
+        out |= {
+            "te_fp32_peak_mb": megabytes(memory["fp32 (optimized)"]),
+            "te_dynamic_peak_mb": megabytes(memory[DYNAMIC]),
+            "te_int4_b32_peak_mb": megabytes(memory[FOUR_BIT["te_int4_b32"]]),
+        }
     out |= {f"{n}_cos_min": quality[x]["cos_min"] for n, x in names.items()}
+    if speed is None:
+        return out
     for case, suffix in (("128 tokens", "at_128"), ("short sentence", "at_short")):
         out |= {f"{n}_{suffix}": ratio(speed[case][names[n]]) for n in ("te_dynamic", *TIMED_4BIT)}
     return out

@@ -13,6 +13,7 @@ student  the student edition: every lesson without its exercise solutions, in a 
 notebooks  everything generated from notebooks/src: reference blocks, badges, .ipynb, student edition
 sentences  the lessons' sentences that state a result and are bound to no claim
 reference  record this machine's figures as its CPU class's reference run, then regenerate the lessons
+emulated the ARM reference class from emulated ARM CPUs (stage, replay with ../shared/tools/arm64, record)
 bundle   one .zip for a room without internet: the course, Fashion-MNIST, the prepared models
 site     the executed lessons and the report as a static HTML site in build/site/ (jupyter-book)
 timings  the instructor guide's table of run times and peak memory, from build/run.json
@@ -760,12 +761,57 @@ def _parser() -> argparse.ArgumentParser:
     )
     au.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     au.set_defaults(func=audit)
+    em = sub.add_parser(
+        "emulated", help="the ARM reference class: lessons 05-06's files replayed on emulated ARM CPUs"
+    )
+    em.add_argument("action", choices=("stage", "replay", "record", "all"), default="all", nargs="?")
+    em.add_argument(
+        "--tool",
+        type=Path,
+        default=ROOT.parent / "shared" / "tools" / "arm64",
+        help="the ARM emulator's runner",
+    )
+    em.add_argument("--commit", default=None, help="record: the commit the lessons ran at (default: HEAD)")
+    em.set_defaults(func=emulated)
     se = sub.add_parser(
         "sentences", help="the lessons' sentences that state a result and are bound to no claim"
     )
     se.add_argument("lessons", nargs="*", help="lessons, e.g. 03 03b (default: all)")
     se.set_defaults(func=sentences)
     return parser
+
+
+def emulated(action: str = "all", tool: Path | None = None, commit: str | None = None) -> int:
+    """The ARM reference class (course_lib/tooling/emulated.py): `stage` the last run's files of
+    lessons 05 and 06, `replay` them on each emulated ARM CPU, `record` one reference run from the
+    three and regenerate the lessons; `all` does the three in turn."""
+    import subprocess
+
+    from . import emulated as arm
+
+    if action in ("stage", "all"):
+        print(f"staged {arm.stage().relative_to(ROOT)}")
+    if action in ("replay", "all"):
+        if tool is None or not Path(tool).is_file():
+            print(f"Expected the ARM emulator's runner at {tool}; pass --tool PATH.", file=sys.stderr)
+            return 2
+        script = Path(arm.__file__).relative_to(ROOT)
+        for cpu in arm.ARM_CPUS:
+            start = time.perf_counter()
+            command = [str(tool), "--cpu", cpu, "--pip", arm.PIP, str(script), cpu]
+            if subprocess.run(command, cwd=ROOT).returncode:
+                print(f"the replay on {cpu} failed: {' '.join(command)}", file=sys.stderr)
+                return 1
+            print(f"{cpu}: replayed in {_fmt_seconds(time.perf_counter() - start)}")
+    if action in ("record", "all"):
+        try:
+            path = arm.record(commit=commit)
+        except FileNotFoundError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        print(f"Recorded {path.relative_to(ROOT)}")
+        return max(notebooks(), _ledger_check())
+    return 0
 
 
 def sentences(lessons: list[str]) -> int:

@@ -32,7 +32,7 @@ TRIGGERS = re.compile(
 )
 MARKER = re.compile(r"<!--\s*(claim|quote|setting|definition):?\s*([\w.\-]*)\s*-->")
 REFERENCE_BLOCK = re.compile(r"<!-- reference(?:-table|-order)?:.*?<!-- /reference -->", re.S)
-QUOTE_LABEL = re.compile(r"seed|quote|documentation|docs|says|writes|according to|paper|table", re.I)
+QUOTE_LABEL = re.compile(r"seed|quote|documentation|docs|says|writes|according to|paper|table|source", re.I)
 
 
 @dataclass(frozen=True)

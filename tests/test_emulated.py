@@ -1,0 +1,97 @@
+"""The ARM reference class from emulated ARM CPUs: each sentence's verdict there, and the stored run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from course_lib.claims import book_of, lessons_with_claims
+from course_lib.reference import REFERENCE_DIR, reference_runs
+from course_lib.tooling import emulated
+from course_lib.tooling.recording import sentence_ledgers
+
+ARM = {"x86": False, "arm": True, "vnni": False, "amx": False, "saturates": False}
+# Lesson 05's section 3 as the emulated Neoverse N1 measured it (every INT8 file fused)
+FUSED = {
+    "u8s8_full": 4,
+    "u8s8_files": 4,
+    "int8_full": 7,
+    "int8_files": 7,
+    "s8s8_qlinear": 20,
+    "s8s8_convs": 20,
+    "dynamic_integer_ops": 21,
+    "compute_ops": 21,
+}
+
+
+def _sentence(lesson: str, name: str):
+    return book_of(lesson).sentences[name]
+
+
+def test_an_arm_sentence_is_checked_on_the_replayed_figures_and_can_fail():
+    sentence = _sentence("05", "arm-all-integer")
+    assert emulated._verdict(sentence, FUSED, ARM)["verdict"] == "held"
+    half = FUSED | {"int8_full": 5}  # what x86 gives: the two S8S8 files keep float convolutions
+    assert emulated._verdict(sentence, half, ARM)["verdict"] == "contradicted"
+
+
+def test_on_arm_a_speed_sentence_is_not_timed_and_an_x86_one_not_for_this_cpu():
+    speed = _sentence("05", "dynamic-below-half")  # no scope, depends on speed
+    record = emulated._verdict(speed, {}, ARM)
+    assert record["verdict"] == "not timed"
+    x86 = _sentence("05", "s8s8-half-float")
+    assert emulated._verdict(x86, FUSED, ARM)["verdict"] == "not for this CPU"
+
+
+def test_a_sentence_outside_the_replayed_sections_is_not_measured_with_the_reason():
+    sentence = _sentence("01", "worst-half-step")
+    record = emulated._verdict(sentence, {"anything": 1}, ARM)
+    assert record["verdict"] == "not measured" and "not replayed" in record["reason"]
+    # a replayed section whose figure the replay could not take (peak memory needs a fresh process)
+    memory = _sentence("05", "memory-far-less")
+    record = emulated._verdict(memory, {"smallest_size": 0.25}, ARM)
+    assert record["verdict"] == "not measured" and "peak_mb" in record["reason"]
+
+
+def test_merging_keeps_a_contradiction_on_any_cpu_and_every_cpus_evidence():
+    held = {"statement": "s", "fingerprint": "f", "verdict": "held", "evidence": "7 of 7"}
+    against = held | {"verdict": "contradicted", "evidence": "5 of 7"}
+    merged = emulated.merge({"cortex-a72": held, "neoverse-n1": against, "max": held})
+    assert merged["verdict"] == "contradicted"
+    assert "cortex-a72: 7 of 7" in merged["evidence"] and "neoverse-n1: 5 of 7" in merged["evidence"]
+    same = emulated.merge({"cortex-a72": held, "neoverse-n1": held, "max": held})
+    assert same["verdict"] == "held" and same["evidence"] == "7 of 7"
+    unsettled = emulated.merge({"a": held, "b": held | {"verdict": "unsettled"}})
+    assert unsettled["verdict"] == "unsettled"
+
+
+def test_recording_names_the_missing_replay_and_how_to_make_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"cortex-a72.*arm64 --cpu cortex-a72"):
+        emulated.record(tmp_path)
+
+
+def test_staging_refuses_a_data_directory_without_the_lessons_files(tmp_path, private_data_dir):
+    with pytest.raises(FileNotFoundError, match=r"run --lessons 05,06"):
+        emulated.stage(tmp_path / "staged")
+
+
+def test_the_stored_arm_class_is_emulated_untimed_and_contradicts_nothing():
+    path = REFERENCE_DIR / f"{emulated.CPU_CLASS}.json"
+    if not path.is_file():
+        pytest.fail(f"{path} is missing: record it with `python -m course_lib emulated`")
+    stored = json.loads(path.read_text())
+    [run] = [r for r in reference_runs() if r.cpu_class == emulated.CPU_CLASS]
+    [ledger] = sentence_ledgers([run])
+    assert "emulated" in stored["claims_source"] and run.machine.startswith("aarch64")
+    every = [s for lesson in lessons_with_claims() for s in book_of(lesson).sentences.values()]
+    verdicts = [r["verdict"] for lesson in stored["sentences"].values() for r in lesson.values()]
+    assert len(verdicts) >= len(every) - len(ledger.stale)
+    assert "contradicted" not in verdicts
+    # nothing timed: every current sentence about speed reads "not timed" or "not for this CPU"
+    for sentence in every:
+        record = ledger.verdicts.get(sentence.id)
+        if record and "speed" in sentence.depends:
+            assert record["verdict"] in ("not timed", "not for this CPU"), sentence.id
+    # the ARM story's own sentence was checked there, on all three CPUs
+    assert ledger.verdicts["05.arm-all-integer"]["verdict"] == "held"
