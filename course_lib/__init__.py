@@ -22,6 +22,7 @@ _MODULES = {
     "models": "every model by name, `models.get(name)`: the demo models, the text encoder, the NanoGPT; "
     "their verified cache (readable without torch), training, export (a package)",
     "release": "a published release: its archive's download and reading, each file checked by SHA-256",
+    "colab": "a lesson's setup on Colab: Drive, the install beside Colab's own PyTorch, the lesson's models",
     "text_encoder": "all-MiniLM-L6-v2: its published weights, the ONNX export, tokenized sentences, embeddings",
     "nanogpt": "lesson 07's character-level GPT on the stdlib's source: trained here, cached, exported",
     "affine": "the INT8 encoding itself: scale, zero point, rounding as ONNX Runtime does it, error bounds",

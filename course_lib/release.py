@@ -148,9 +148,10 @@ def alternatives(colab: bool | None = None) -> str:
 
     colab = "google.colab" in sys.modules if colab is None else colab
     drive = (
-        "on Colab, set KEEP_ON_DRIVE = True in a lesson's setup cell before you run it, and the course's "
-        "data and trained models stay on your Google Drive for every later session and lesson (to train "
-        "into your Drive now, stop this cell, set it and run the cell again); "
+        "on Colab, tick KEEP_ON_DRIVE in a lesson's setup cell before you run it, and the course's data "
+        "and trained models stay on your Google Drive, where every later lesson finds them (in a new "
+        "runtime, tick it again; to train into your Drive now, stop this cell, tick it and run the cell "
+        "again); "
         if colab
         else ""
     )

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import tomllib
 import zipfile
+from importlib.metadata import version
 from pathlib import Path
 
 import nbformat
@@ -64,7 +68,11 @@ def test_every_lesson_opens_with_its_badges_and_sets_up_before_importing(noteboo
         i for i, c in enumerate(cells) if i != setup and c.cell_type == "code" and "course_lib" in c.source
     )
     assert cells[setup].cell_type == "code" and setup < first_import
-    assert where.pip_requirement(launch.lesson_extras(notebook.name)) in cells[setup].source
+    assert where.pip_requirement() in cells[setup].source
+    # the markdown right above it says what it does and how to keep the models between runtimes
+    above = cells[setup - 1]
+    assert above.cell_type == "markdown" and above.source.startswith(launch.SETUP_TEXT_MARK)
+    assert "KEEP_ON_DRIVE" in above.source and "Google Drive" in above.source
 
 
 def test_lesson_05cs_colab_cell_installs_the_openvino_extra_and_the_others_do_not():
@@ -74,55 +82,95 @@ def test_lesson_05cs_colab_cell_installs_the_openvino_extra_and_the_others_do_no
         cells = nbformat.read(notebook, as_version=4).cells
         setup = next(c.source for c in cells if c.source.startswith(launch.SETUP_MARK))
         wants_openvino = notebook.name.startswith("05c_")
-        assert ("onnx-quant-course[openvino] @" in setup) == wants_openvino, notebook.name
-        assert ("also installs the course's extra: openvino" in setup) == wants_openvino, notebook.name
+        assert ('extras=["openvino"]' in setup) == wants_openvino, notebook.name
 
 
 def test_readme_has_the_badges_and_a_link_to_every_lesson():
     readme = (ROOT / "README.md").read_text()
     where = launch.read_launch()
     assert launch.badges_markdown(where) in readme
+    # both of the course's badges open the student edition, Binder's too (not the repository root)
+    binder = re.search(r"\[!\[Launch Binder\]\([^)]*\)\]\(([^)]*)\)", readme).group(1)
+    assert (
+        binder
+        == f"https://mybinder.org/v2/gh/{where.slug}/{where.branch}?labpath=notebooks%2Fstudent%2F00_start_here.ipynb"
+    )
     for notebook in NOTEBOOKS:
         assert where.colab_url(notebook.name) in readme and where.binder_url(notebook.name) in readme
         assert "/notebooks/student/" in where.colab_url(notebook.name)
         assert (ROOT / "notebooks" / "student" / notebook.name).exists()  # what the link opens is committed
 
 
-def _run_setup_cell(
-    tmp_path, in_colab: bool, drive: Path | None = None, extras: tuple[str, ...] = ()
-) -> subprocess.CompletedProcess:
-    """The generated cell in a fresh interpreter, with subprocess.run recorded instead of run.
+def _setup_cell_of(lesson: str) -> str:
+    """The setup cell of a lesson's notebook, as a learner meets it."""
+    notebook = next((ROOT / "notebooks").glob(f"{lesson}_*.ipynb"))
+    cells = nbformat.read(notebook, as_version=4).cells
+    return next(c.source for c in cells if c.source.startswith(launch.SETUP_MARK))
 
-    With `drive`, the learner has set KEEP_ON_DRIVE = True; mounting Drive is recorded, Drive's
-    folder is `drive`, and ensure_models only records what it was asked for (an empty data
-    directory would otherwise train the ResNet18).
+
+def _run_setup_cell(
+    tmp_path,
+    in_colab: bool,
+    cell: str | None = None,
+    keep_on_drive: bool = False,
+    drive: Path | None = None,
+    data: Path | None = None,
+    no_release: bool = False,
+) -> subprocess.CompletedProcess:
+    """A setup cell (default: lesson 00's) in a fresh interpreter, with both pip installs recorded
+    instead of run (with the constraints file each was given) and every training recorded.
+
+    Drive's folder is `drive` (default: tmp_path/MyDrive/onnx-quant-course, absent); mounting
+    Drive is recorded and creates MyDrive, as the real mount does. `data`: the course data
+    directory (default: this checkout's, where `make test` prepared both models). `no_release`:
+    the release lookup finds none, whatever course_lib/release.json says.
     """
-    cell = launch.setup_cell(launch.read_launch(), extras)
-    if drive is not None:
-        cell = cell.replace("KEEP_ON_DRIVE = False", "KEEP_ON_DRIVE = True").replace(
-            launch.DRIVE_FOLDER, str(drive)
-        )
+    cell = cell or _setup_cell_of("00")
+    if keep_on_drive:
+        cell = cell.replace("KEEP_ON_DRIVE = False", "KEEP_ON_DRIVE = True")
+    drive = drive or tmp_path / "MyDrive" / "onnx-quant-course"
     harness = textwrap.dedent(f"""
-        import json, subprocess, sys, types
+        import json, os, pathlib, subprocess, sys, types
         calls = []
-        subprocess.run = lambda args, **kw: calls.append(args)
+        subprocess.run = lambda args, **kw: calls.append(["pip-no-deps", args])
         if {in_colab!r}:
-            sys.modules["google"] = types.ModuleType("google")
-            colab = sys.modules["google.colab"] = types.ModuleType("google.colab")
-            colab.drive = types.SimpleNamespace(mount=lambda where: calls.append(["mount", where]))
-        if {drive is not None!r}:
-            import course_lib
-            course_lib.ensure_models = lambda: (calls.append(["ensure_models"])
-                                                or {{"stub": types.SimpleNamespace(origin="stub")}})
+            import google.protobuf  # `google` stays protobuf's namespace package, as on Colab
+            colab = sys.modules["google.colab"] = sys.modules["google"].colab = types.ModuleType("google.colab")
+            def mount(where):
+                calls.append(["mount", where])
+                pathlib.Path({str(drive.parent)!r}).mkdir(parents=True, exist_ok=True)
+            colab.drive = types.SimpleNamespace(mount=mount)
+            import course_lib.colab as setup
+            from course_lib.models import registry
+            setup.DRIVE_FOLDER = {str(drive)!r}
+            def pip(command, say=print):
+                constraints = pathlib.Path(command[command.index("--constraint") + 1]).read_text()
+                calls.append(["pip", command, constraints.split()])
+                return 0
+            setup.run_pip = pip
+            train = registry.train_and_cache
+            def recorded(name, *args, **kw):
+                calls.append(["train", name])
+                if name != "moons_mlp":
+                    raise SystemExit("the setup cell trained " + name)
+                return train(name, *args, **kw)
+            registry.train_and_cache = recorded
+            if {no_release!r}:
+                import course_lib.release
+                course_lib.release.published = lambda *a, **k: None
         exec(compile({cell!r}, "setup-cell", "exec"))
-        import os
         print("CALLS", json.dumps(calls))
         print("IMPORTED", "course_lib" in sys.modules)
         print("DATA", os.environ.get("COURSE_DATA_DIR"))
     """)
-    return subprocess.run(
-        [sys.executable, "-c", harness], capture_output=True, text=True, check=True, cwd=tmp_path
+    env = dict(os.environ)
+    if data is not None:
+        env["COURSE_DATA_DIR"] = str(data)
+    done = subprocess.run(
+        [sys.executable, "-c", harness], capture_output=True, text=True, cwd=tmp_path, env=env
     )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
 
 
 def _calls(out: str) -> list:
@@ -134,28 +182,148 @@ def test_setup_cell_does_nothing_outside_colab(tmp_path):
     assert _calls(out) == [] and "IMPORTED False" in out and "Fashion-MNIST" not in out
 
 
-def test_setup_cell_in_colab_installs_the_course_and_gets_data_and_models(tmp_path):
+def test_setup_cell_installs_the_course_then_its_needs_keeping_colabs_torch_and_ipywidgets(tmp_path):
     out = _run_setup_cell(tmp_path, in_colab=True).stdout
-    [pip] = _calls(out)
-    assert pip[1:4] == ["-m", "pip", "install"] and pip[-1] == launch.read_launch().pip_requirement()
+    [first, pip] = [c for c in _calls(out) if c[0].startswith("pip")]
+    # 1. course_lib itself, without dependencies (seconds), from the course's repository
+    assert first[1][1:] == [
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-deps",
+        launch.read_launch().pip_requirement(),
+    ]
+    # 2. what it needs, pip's output shown, under a constraint that keeps this runtime's own torch,
+    # torchvision and ipywidgets: pip cannot swap them for other builds or upgrade them
+    _, command, constraints = pip
+    assert command[1:4] == ["-m", "pip", "install"] and "--quiet" not in command
+    for name in ("torch", "torchvision", "ipywidgets"):
+        assert f"{name}=={version(name)}" in constraints
+    assert any(r.startswith("onnxruntime") for r in command) and not any(
+        "onnx-quant-course" in r for r in command
+    )
+    assert "pip: Colab's own packages stay: torch " in out
+    # 3. lesson 00's data and both of its models; make test prepared them, so from the cache here
     assert "Fashion-MNIST from:" in out and "IMPORTED True" in out
-    # make test prepared both models, so here they come from the cache (a fresh Colab downloads them)
     assert "moons_mlp: from the verified cache" in out and "fashion_resnet18: from the verified cache" in out
+    assert not [c for c in _calls(out) if c[0] == "train"]
 
 
-def test_a_setup_cell_with_an_extra_installs_the_course_with_it(tmp_path):
-    [pip] = _calls(_run_setup_cell(tmp_path, in_colab=True, extras=("openvino",)).stdout)
-    assert pip[-1] == launch.read_launch().pip_requirement(("openvino",))
-    assert pip[-1].startswith("onnx-quant-course[openvino] @ git+")
+def test_lesson_02s_setup_gets_the_mlp_alone_and_never_trains_the_resnet18(tmp_path):
+    """Lesson 02 uses the two-moons MLP and no Fashion-MNIST: on a fresh runtime without a release
+    its setup trains the MLP (seconds) and nothing else."""
+    data = tmp_path / "data"
+    out = _run_setup_cell(
+        tmp_path, in_colab=True, cell=_setup_cell_of("02"), data=data, no_release=True
+    ).stdout
+    assert [c[1] for c in _calls(out) if c[0] == "train"] == ["moons_mlp"]
+    assert "moons_mlp: trained here" in out
+    assert "fashion_resnet18" not in out and "Fashion-MNIST" not in out and "GPU" not in out
+    assert sorted(p.name for p in (data / "models").iterdir()) == ["moons_mlp"]
 
 
-def test_setup_cell_keeps_the_data_on_drive_when_asked(tmp_path):
+def test_lesson_needs_are_read_from_its_code():
+    def needs(lesson):
+        return launch.lesson_needs(next((ROOT / "notebooks" / "src").glob(f"{lesson}_*.py")).read_text())
+
+    assert needs("02") == launch.Needs(("moons_mlp",), False)
+    assert needs("03") == launch.Needs(("fashion_resnet18",), True)
+    assert needs("05") == launch.Needs(("fashion_resnet18",), True)  # through variants.build_resnet_variants
+    assert needs("00") == launch.Needs(("moons_mlp", "fashion_resnet18"), True)
+    assert 'models=["moons_mlp"])' in _setup_cell_of("02")
+    assert 'models=["fashion_resnet18"], fashion=True)' in _setup_cell_of("03")
+    # a name in a comment or in the lesson's prose is not a use
+    source = '# %% [markdown]\n# the "fashion_resnet18"\n\n# %%\nx = 1  # "moons_mlp"\nload_split("test")\n'
+    assert launch.lesson_needs(source) == launch.Needs((), True)
+
+
+# A setup cell whose lesson uses no demo model: the Drive tests need no models in the Drive folder.
+NO_MODELS = launch.setup_cell(launch.read_launch(), (), launch.Needs((), False))
+
+
+def test_setup_cell_mounts_drive_and_keeps_the_data_there_when_asked(tmp_path):
     drive = tmp_path / "MyDrive" / "onnx-quant-course"
-    out = _run_setup_cell(tmp_path, in_colab=True, drive=drive).stdout
-    mount, pip, *ensured = _calls(out)
-    assert mount == ["mount", "/content/drive"] and pip[3] == "install"
-    assert ensured == [["ensure_models"]]
-    assert f"DATA {drive}" in out  # the course data directory now lives on Drive
+    out = _run_setup_cell(tmp_path, in_colab=True, cell=NO_MODELS, keep_on_drive=True, drive=drive).stdout
+    calls = _calls(out)
+    kinds = [c[0] for c in calls]
+    assert kinds == ["pip-no-deps", "mount", "pip"]  # Colab asks before the minutes of work, not after
+    assert calls[1] == ["mount", "/content/drive"]
+    assert f"DATA {drive}" in out and drive.is_dir()  # the course data directory now lives on Drive
+
+
+def test_the_drive_folder_of_an_earlier_lesson_is_used_without_asking(tmp_path):
+    drive = tmp_path / "MyDrive" / "onnx-quant-course"
+    drive.mkdir(parents=True)  # an earlier lesson of this runtime mounted Drive and made it
+    out = _run_setup_cell(tmp_path, in_colab=True, cell=NO_MODELS, drive=drive).stdout
+    assert not [c for c in _calls(out) if c[0] == "mount"] and f"DATA {drive}" in out
+    assert "found there from an earlier lesson" in out
+    # without it (and unticked), the runtime's own disk, and the line says how to keep it
+    elsewhere = _run_setup_cell(
+        tmp_path, in_colab=True, cell=NO_MODELS, drive=tmp_path / "none" / "onnx-quant-course"
+    ).stdout
+    assert "tick KEEP_ON_DRIVE" in elsewhere and f"DATA {os.environ.get('COURSE_DATA_DIR')}" in elsewhere
+
+
+def test_colabs_preinstalled_versions_meet_the_course_and_are_kept():
+    """The fixture's torch, torchvision and ipywidgets (Colab's, as the simulation uses them) meet
+    pyproject.toml's ranges, so the setup keeps them; one below a floor is replaced, and said so."""
+    from course_lib import colab
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = dict(
+        line.split("==")
+        for line in (ROOT / "tests" / "fixtures" / "colab_preinstalled.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    )
+    kept = colab.keep_preinstalled(project["dependencies"], version=pins.get)
+    assert kept.constraints == [f"{n}=={pins[n]}" for n in ("torch", "torchvision", "ipywidgets")]
+    assert not kept.restart
+    old = {"torch": "2.8.0+cu126", "torchvision": "0.23.0+cu126", "ipywidgets": "7.6.5"}
+    replaced = colab.keep_preinstalled(project["dependencies"], version=old.get)
+    assert replaced.constraints == [] and replaced.restart
+    assert "torch 2.8.0+cu126 is outside the course's range" in " ".join(replaced.notes)
+    assert "restart the session" in " ".join(replaced.notes)
+    command = colab.pip_command(["onnx>=1.19"], Path("c.txt"), python="py")
+    assert command == [
+        "py",
+        "-m",
+        "pip",
+        "install",
+        "--progress-bar",
+        "off",
+        "--constraint",
+        "c.txt",
+        "onnx>=1.19",
+    ]
+
+
+def test_the_install_shows_each_download_and_what_it_installed(tmp_path):
+    from course_lib import colab
+
+    fake = tmp_path / "fake_pip.py"
+    fake.write_text(
+        "import sys\n"
+        "print('Requirement already satisfied: numpy in /usr/lib')\n"
+        "print('Collecting onnx>=1.19')\n"
+        "print('  Downloading onnx-1.23.2-cp311-manylinux.whl (17.5 MB)')\n"
+        "print('  Downloading tiny-1.0-py3-none-any.whl (512 kB)')\n"
+        "print('Installing collected packages: tiny, onnx')\n"
+        "print('Successfully installed onnx-1.23.2 tiny-1.0')\n"
+        "sys.exit(int(sys.argv[1]))\n"
+    )
+    said = []
+    assert colab.run_pip([sys.executable, str(fake), "0"], say=said.append) == 0
+    assert said[:4] == [
+        "  Downloading onnx-1.23.2-cp311-manylinux.whl (17.5 MB)",
+        "  Downloading tiny-1.0-py3-none-any.whl (512 kB)",
+        "  Installing collected packages: tiny, onnx",
+        "  Successfully installed onnx-1.23.2 tiny-1.0",
+    ]
+    assert said[4].startswith("pip: done in") and "(18 MB downloaded)" in said[4]
+    failed = []
+    assert colab.run_pip([sys.executable, str(fake), "3"], say=failed.append) == 3
+    assert "Requirement already satisfied" in failed[-1]  # on failure, all of pip's last lines
 
 
 def test_changing_the_address_regenerates_everything(tmp_path):

@@ -217,7 +217,9 @@ def test_a_404_falls_back_to_training_after_a_measured_estimate(
     text = log.text()
     assert "answered HTTP 404" in text
     training = next(m for m in log if m.startswith(f"Training {NAME}"))
-    assert "samples/s over" in training and "To skip training next time" in training
+    assert "samples/s over" in training
+    # the MLP's seconds of training need no way around them (the ResNet18's minutes get them)
+    assert "To skip training next time" not in training
     assert leftovers(private_data_dir) == []
 
 
@@ -369,5 +371,5 @@ def test_another_file_is_refused_at_once_not_retried(server, tmp_path, waits):
 
 def test_on_colab_the_way_to_skip_training_starts_with_keeping_the_models_on_drive():
     on_colab, elsewhere = release.alternatives(colab=True), release.alternatives(colab=False)
-    assert on_colab.startswith("on Colab, set KEEP_ON_DRIVE = True") and on_colab.endswith(elsewhere)
+    assert on_colab.startswith("on Colab, tick KEEP_ON_DRIVE") and on_colab.endswith(elsewhere)
     assert "KEEP_ON_DRIVE" not in elsewhere and "release archive" in elsewhere

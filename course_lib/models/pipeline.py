@@ -123,11 +123,13 @@ def fetch(
     progress: bool = True,
     archive: str | Path | None = None,
     published: Release | None = None,
+    only: bool = False,
 ) -> Fetched:
     """Steps 2 and 3: verified models from a local archive, else from the release download; never trains.
 
     Everything the archive or release holds that the cache lacks is installed, not only `names`,
-    so one download serves every model.
+    so one download serves every model; with `only`, `names` alone (a Colab lesson's setup, which
+    gets the models its lesson uses and checks no other).
     """
     result = Fetched()
     wanted = list(names)
@@ -144,6 +146,7 @@ def fetch(
             with release.open_archive(archive, published) as opened:
                 source = {"kind": opened.kind, "path": str(Path(archive).expanduser().resolve())}
                 present = sorted({p.split("/")[1] for p in opened.expected} & set(release.RELEASE_MODELS))
+                present = [name for name in present if name in wanted] if only else present
                 for name in _install_archive(opened, _not_valid(present), source, log):
                     result.installed[name] = Origin(opened.kind)
         except ReleaseError as exc:
@@ -190,7 +193,8 @@ def fetch(
                 "sha256": published.sha256,
                 "tag": published.tag,
             }
-            for name in _install_archive(opened, _not_valid(published.models), source, log):
+            offered = [name for name in published.models if name in wanted] if only else published.models
+            for name in _install_archive(opened, _not_valid(offered), source, log):
                 result.installed[name] = Origin.DOWNLOAD
     except ReleaseError as exc:
         log(str(exc))
@@ -249,9 +253,10 @@ def load_model(
         )
     estimate = estimate_training(name)
     log(
-        f"Training {name} ({MODELS[name].description}) here: {estimate}.\n"
-        + (f"  (Not from a release: {'; '.join(tried.reasons)}.)\n" if tried.reasons else "")
-        + f"  To skip training next time: {release.alternatives()}"
+        f"Training {name} ({MODELS[name].description}) here: {estimate}."
+        + (f"\n  (Not from a release: {'; '.join(tried.reasons)}.)" if tried.reasons else "")
+        # a training of seconds (the two-moons MLP) needs no way around it
+        + (f"\n  To skip training next time: {release.alternatives()}" if estimate.seconds >= 60 else "")
     )
     return train_and_cache(name, progress=progress, log=log)
 
