@@ -61,6 +61,8 @@ def _short(label: str) -> str:
         short_isa = "VNNI"
     elif "AVX2" in isa:
         short_isa = "AVX2"
+    elif isa.startswith("emulated"):  # 'ARM, emulated (Cortex-A72): not timed' -> 'ARM (emulated)'
+        short_isa = "emulated"
     else:
         short_isa = isa.replace("ARM ", "").replace(", emulated", "")
     return f"{' '.join(words) or name} ({short_isa})" if short_isa else " ".join(words) or name

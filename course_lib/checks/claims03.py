@@ -248,7 +248,7 @@ def _(f):
     depends=("weights", "data"),
 )
 def _(f):
-    return -1 < f["augmented_change"].low and f["augmented_change"].high < 1
+    return f["augmented_change"].low > -1 and f["augmented_change"].high < 1
 
 
 @book.sentence(

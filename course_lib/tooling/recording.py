@@ -118,11 +118,15 @@ def render_block(template: str, lesson: str, runs: list[ReferenceRun], table: bo
                 filled = fill(cell.strip(), lesson, run)
                 cells.append(filled[0] if filled else "not measured")
                 origins |= filled[1] if filled else set()
+            if _replayed_only(run) and not origins:
+                continue  # an emulated class that replayed none of these figures: no row
             lines.append(f"| {_where(run, origins)} | " + " | ".join(cells) + " |")
         return ["*Reference runs* (the course's stored measurements, not yours):", "", *lines]
     parts, commits = [], []
     for run in runs:
         filled = fill(template, lesson, run)
+        if filled is None and _replayed_only(run):
+            continue  # an emulated class (ARM) replays a few lessons' files only
         if filled is None:
             parts.append(f"**{_short_label(run)}** not measured yet")
             continue
@@ -131,6 +135,12 @@ def render_block(template: str, lesson: str, runs: list[ReferenceRun], table: bo
         commits += [commit for commit, _ in filled[1]] or [run.commit]
     where = f" ({_commits(commits)})" if commits else ""
     return [f"{HEADING} " + "; ".join(parts) + f"{where}."]
+
+
+def _replayed_only(run: ReferenceRun) -> bool:
+    """A class recorded on emulated CPUs (`python -m course_lib emulated`), which has figures only for
+    the sections it replayed."""
+    return (run.claims_source or "").startswith("emulated")
 
 
 def _short_label(run: ReferenceRun) -> str:

@@ -89,11 +89,12 @@ if "google.colab" in sys.modules:
 #
 # **On Colab, keep the models on your Drive.** A new Colab session starts empty. Until the course
 # publishes a release of its trained models, the setup cell trains the ResNet18 in each new session
-# (it first says how many minutes that will take on the session's CPU), and opening the next lesson
-# in a new session trains it again. Set `KEEP_ON_DRIVE = True` in the setup cell before you run it:
-# the course's data directory then lives on your Google Drive (Colab asks for permission), and
-# later sessions and lessons find the trained models there and start at once. It is off by
-# default because it needs that permission.
+# (it first says how many minutes that will take on the session's CPU), and every later lesson that
+# uses it, opened in a new session, trains it again. Tick `KEEP_ON_DRIVE` in the setup cell before
+# you run it: the course's data directory then lives on your Google Drive (Colab asks for
+# permission), and later sessions and lessons find the trained models there and start at once
+# (in a new session, tick it again, or mount Drive, and the setup cell uses the folder it finds).
+# It is off by default because it needs that permission.
 #
 # `python -m course_lib doctor` prints the same environment report as section 3, plus what to
 # do next if something is missing. `python -m course_lib prepare` fetches data and trains the

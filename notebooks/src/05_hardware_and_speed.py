@@ -270,6 +270,11 @@ print(f"the float Convs' weights come from: {dict(weights)}; Conv layouts: {layo
 # U8S8 runs on UDOT: MLAS's source shows it shifting the int8 weights by 128 into uint8, zero point
 # with them, and adding into 32 bits, so nothing saturates. <!-- quote -->
 #
+# <!-- reference: {int8_full} of {int8_files} INT8 files with every compute op on an integer kernel;
+# S8S8 per-channel ran {s8s8_qlinear} of {s8s8_convs} convolutions as QLinearConv -->
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2), emulated** 5 of 7 INT8 files with every compute op on an integer kernel; S8S8 per-channel ran 9 of 20 convolutions as QLinearConv; **Zen 4 (VNNI)** not measured yet; **ARM (emulated)** 7 of 7 INT8 files with every compute op on an integer kernel; S8S8 per-channel ran 20 of 20 convolutions as QLinearConv; **Xeon (AMX)** not measured yet (commits 3725904+, c765313).
+# <!-- /reference -->
+#
 # Which file to ship on a Mac or a Graviton? The course's ARM runs are emulated: they check
 # kernels and outputs, and time nothing. <!-- setting --> The seed quotes 2–3x for INT8 on ARM
 # v8.4-A CPUs (Apple M-series), static preferred. <!-- quote --> On ARM, section 4 times U8S8 and
