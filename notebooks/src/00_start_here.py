@@ -89,7 +89,7 @@ if "google.colab" in sys.modules:
 #
 # **On Colab, keep the models on your Drive.** A new Colab session starts empty. Until the course
 # publishes a release of its trained models, the setup cell trains the ResNet18 in each new session
-# (it first says how many minutes that will take on the session's CPU), and every later lesson that
+# (it first says how many minutes that will take on the session's CPU), and a later lesson that
 # uses it, opened in a new session, trains it again. Tick `KEEP_ON_DRIVE` in the setup cell before
 # you run it: the course's data directory then lives on your Google Drive (Colab asks for
 # permission), and later sessions and lessons find the trained models there and start at once
