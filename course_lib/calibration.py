@@ -353,6 +353,52 @@ class ArrayReader(CalibrationDataReader):
         )
 
 
+def _check_selection(split: str, count: object, seed: object) -> None:
+    """DatasetReader's arguments: a course split, a whole count >= 1, a whole seed or None."""
+    if split not in data.SPLITS:
+        raise CalibrationError(
+            f"Unknown split {split!r}; expected one of {', '.join(data.SPLITS)}. The calibration "
+            "pool ('calibration') is held apart for exactly this.",
+            expected=data.SPLITS,
+            found=split,
+        )
+    if not _is_int(count):
+        raise CalibrationError(
+            f"count must be an int (how many images to calibrate on); got {count!r}. "
+            "100-500 is the usual advice.",
+            expected="int >= 1",
+            found=count,
+        )
+    if count < 1:
+        raise CalibrationError(
+            f"count={count} would make the calibration set empty; a calibration set needs samples: "
+            "100-500 representative production inputs is the usual advice. Use e.g. count=200.",
+            expected="count >= 1",
+            found=count,
+        )
+    if seed is not None and not _is_int(seed):
+        raise CalibrationError(
+            f"seed must be an int (a reproducible random selection) or None (the first count "
+            f"images); got {seed!r}.",
+            expected="int or None",
+            found=seed,
+        )
+
+
+def _pick(available: int, count: int, seed: int | None, split: str) -> np.ndarray:
+    """Which images to take: the first `count`, or `count` drawn without replacement with `seed`."""
+    if count > available:
+        raise CalibrationError(
+            f"count={count} asks for more images than the {split!r} split holds ({available}). "
+            f"Use count <= {available}, or another split.",
+            expected=f"count <= {available}",
+            found=count,
+        )
+    if seed is None:
+        return np.arange(count)
+    return np.sort(np.random.default_rng(seed).choice(available, count, replace=False))
+
+
 class DatasetReader(ArrayReader):
     """Fashion-MNIST images from one course split, through the production preprocessing.
 
@@ -371,57 +417,27 @@ class DatasetReader(ArrayReader):
         batch_size: int = 1,
         seed: int | None = None,
     ):
-        if split not in data.SPLITS:
-            raise CalibrationError(
-                f"Unknown split {split!r}; expected one of {', '.join(data.SPLITS)}. The calibration "
-                "pool ('calibration') is held apart for exactly this.",
-                expected=data.SPLITS,
-                found=split,
-            )
-        if not _is_int(count):
-            raise CalibrationError(
-                f"count must be an int (how many images to calibrate on); got {count!r}. "
-                "100-500 is the usual advice.",
-                expected="int >= 1",
-                found=count,
-            )
-        if count < 1:
-            raise CalibrationError(
-                f"count={count} would make the calibration set empty; a calibration set needs samples: "
-                "100-500 representative production inputs is the usual advice. Use e.g. count=200.",
-                expected="count >= 1",
-                found=count,
-            )
-        if seed is not None and not _is_int(seed):
-            raise CalibrationError(
-                f"seed must be an int (a reproducible random selection) or None (the first count "
-                f"images); got {seed!r}.",
-                expected="int or None",
-                found=seed,
-            )
+        _check_selection(split, count, seed)
         self.split, self.count, self.seed = split, int(count), seed
         self.transform = data.preprocess if transform is None else transform
         self.transform_name = getattr(self.transform, "__name__", None) or repr(self.transform)
 
         images, _ = data.load_split(split)
-        if self.count > len(images):
-            raise CalibrationError(
-                f"count={self.count} asks for more images than the {split!r} split holds ({len(images)}). "
-                f"Use count <= {len(images)}, or another split.",
-                expected=f"count <= {len(images)}",
-                found=self.count,
-            )
-        if seed is None:
-            self.indices = np.arange(self.count)
-        else:
-            self.indices = np.sort(np.random.default_rng(seed).choice(len(images), self.count, replace=False))
-        raw = images[self.indices]
+        self.indices = _pick(len(images), self.count, seed, split)
+        samples = self._transformed(images[self.indices])
+        try:
+            super().__init__(samples, model, batch_size=batch_size)
+        except CalibrationError as exc:
+            raise self._blame_transform(exc) from None
+
+    def _transformed(self, raw: np.ndarray) -> np.ndarray:
+        """`transform` applied to the raw images, with one sample per image."""
         try:
             samples = self.transform(raw)
         except Exception as exc:
             exc.add_note(
-                f"Raised by transform={self.transform_name} applied to {self.count} raw {split!r} images "
-                f"(uint8, shape {_fmt_shape(raw.shape)})."
+                f"Raised by transform={self.transform_name} applied to {self.count} raw {self.split!r} "
+                f"images (uint8, shape {_fmt_shape(raw.shape)})."
             )
             raise
         if hasattr(samples, "__len__") and len(samples) != self.count:
@@ -431,20 +447,21 @@ class DatasetReader(ArrayReader):
                 expected=self.count,
                 found=len(samples),
             )
-        try:
-            super().__init__(samples, model, batch_size=batch_size)
-        except CalibrationError as exc:
-            if exc.sample is None:
-                raise
-            raise CalibrationError(
-                f"{exc} These samples are the output of transform={self.transform_name} on {self.count} "
-                f"raw {split!r} images: fix the transform itself rather than converting its output, so "
-                "that calibration sees exactly what production feeds the model (course_lib.data.preprocess "
-                "is the production preprocessing: uint8 (n, 28, 28) -> float32 (n, 1, 32, 32)).",
-                sample=exc.sample,
-                expected=exc.expected,
-                found=exc.found,
-            ) from None
+        return samples
+
+    def _blame_transform(self, exc: CalibrationError) -> CalibrationError:
+        """A sample refused by ArrayReader's check came out of `transform`: say to fix the transform."""
+        if exc.sample is None:
+            return exc
+        return CalibrationError(
+            f"{exc} These samples are the output of transform={self.transform_name} on {self.count} "
+            f"raw {self.split!r} images: fix the transform itself rather than converting its output, so "
+            "that calibration sees exactly what production feeds the model (course_lib.data.preprocess "
+            "is the production preprocessing: uint8 (n, 28, 28) -> float32 (n, 1, 32, 32)).",
+            sample=exc.sample,
+            expected=exc.expected,
+            found=exc.found,
+        )
 
     def __repr__(self) -> str:
         return f"{super().__repr__()[:-1]}, split={self.split!r}, transform={self.transform_name})"
@@ -514,7 +531,7 @@ def activation_values(model: str | os.PathLike, feed: dict[str, np.ndarray], ten
 
     A copy of the model gets those tensors as extra outputs (the file itself is not changed).
     """
-    import onnxruntime as ort
+    from .measure import make_session
 
     proto = onnx.load(str(model))
     names = {v.name for v in proto.graph.output}
@@ -527,7 +544,7 @@ def activation_values(model: str | os.PathLike, feed: dict[str, np.ndarray], ten
     for t in computed:
         if t not in names:
             proto.graph.output.append(helper.make_tensor_value_info(t, onnx.TensorProto.FLOAT, None))
-    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = make_session(proto.SerializeToString())
     values = dict(zip(computed, session.run(computed, feed), strict=True)) if computed else {}
     return {t: np.asarray(feed[t]) if t in inputs else values[t] for t in tensors}
 

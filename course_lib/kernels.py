@@ -26,10 +26,9 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
 from .files import sha256_file
-from .measure import QUANTIZATION_OPS, physical_cores, tensor_bytes
+from .measure import QUANTIZATION_OPS, make_session, physical_cores, tensor_bytes
 
 # Integer kernels that do a layer's multiply-adds, and where their activation and weight types are
 # read: (input index of the activation or its zero point, input index of the weight or its zero
@@ -50,16 +49,6 @@ FLOAT_COMPUTE = frozenset({"Conv", "MatMul", "Gemm", "FusedConv", "FusedMatMul",
 WEIGHT_ONLY = frozenset({"MatMulNBits"})
 # QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear only convert: measure's QUANTIZATION_OPS.
 _SHORT = {"UINT8": "U8", "INT8": "S8", "UINT16": "U16", "INT16": "S16", "UINT4": "U4", "INT4": "S4"}
-
-
-def _session_options(threads: int | None) -> ort.SessionOptions:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = physical_cores() if threads is None else threads
-    options.inter_op_num_threads = 1
-    # Saving a graph optimized for this CPU makes ONNX Runtime warn that the file is specific to
-    # this CPU; that is exactly what we want to read, so only errors are logged.
-    options.log_severity_level = 3
-    return options
 
 
 # The graphs optimized so far in this process: saved graph (resolved path) -> (what it was made
@@ -100,12 +89,7 @@ def optimized_graph(
     saved = _OPTIMIZED.get(str(out.resolve()))
     if saved is not None and saved[0] == made_from and out.is_file() and _stat(out) == saved[1]:
         return out
-    options = _session_options(threads)
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.optimized_model_filepath = str(out)
-    for key, value in config.items():
-        options.add_session_config_entry(key, value)
-    ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    make_session(path, threads, config=config, optimized_to=out)
     _OPTIMIZED[str(out.resolve())] = (made_from, _stat(out))
     return out
 
@@ -313,10 +297,8 @@ def profile(
     if runs < 1 or warmup < 0:
         raise ValueError(f"profile needs runs >= 1 and warmup >= 0; got runs={runs}, warmup={warmup}.")
     path = Path(path)
-    options = _session_options(threads)
-    options.enable_profiling = True
-    options.profile_file_prefix = str(Path(folder or path.parent) / f"{path.stem}.profile")
-    session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    prefix = str(Path(folder or path.parent) / f"{path.stem}.profile")
+    session = make_session(path, threads, profile_prefix=prefix)
     for _ in range(warmup + runs):
         session.run(None, dict(feed))
     trace = Path(session.end_profiling())

@@ -425,14 +425,11 @@ def export_onnx(model: GPT, path: str | Path, props: dict[str, str] | None = Non
 
 
 def _session(session_or_path, threads: int | None = None):
-    import onnxruntime as ort
+    from .measure import make_session
 
-    if isinstance(session_or_path, str | Path):
-        options = ort.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
-        return ort.InferenceSession(str(session_or_path), options, providers=["CPUExecutionProvider"])
-    return session_or_path
+    return (
+        make_session(session_or_path, threads) if isinstance(session_or_path, str | Path) else session_or_path
+    )
 
 
 def perplexity(session_or_path, tokens_windows: np.ndarray, batch_size: int = 64) -> float:
@@ -449,11 +446,14 @@ def perplexity(session_or_path, tokens_windows: np.ndarray, batch_size: int = 64
             f"tokens_windows must be integer token ids of shape [n, context + 1]; found "
             f"{windows.dtype} {windows.shape}. Use validation_windows(tokens, context)."
         )
-    session = _session(session_or_path)
+    from .measure.sessions import run_batches
+
+    windows = windows.astype(np.int64)
+    runs = run_batches(_session(session_or_path), {INPUT_NAME: windows[:, :-1]}, batch_size, OUTPUT_NAME)
     total, count = 0.0, 0
-    for i in range(0, len(windows), batch_size):
-        w = windows[i : i + batch_size].astype(np.int64)
-        logits = session.run([OUTPUT_NAME], {INPUT_NAME: w[:, :-1]})[0].astype(np.float64)
+    for i, out in zip(range(0, len(windows), batch_size), runs, strict=True):
+        w = windows[i : i + batch_size]
+        logits = out.astype(np.float64)
         peak = logits.max(axis=-1, keepdims=True)
         log_norm = np.log(np.exp(logits - peak).sum(axis=-1)) + peak[..., 0]
         target = np.take_along_axis(logits, w[:, 1:, None], axis=-1)[..., 0]

@@ -402,17 +402,8 @@ def torch_embed(model: nn.Module, feed: dict[str, np.ndarray], batch: int = EMBE
 
 def onnx_embed(path_or_session, feed: dict[str, np.ndarray], batch: int = EMBED_BATCH) -> np.ndarray:
     """Embeddings from an ONNX file or session, in batches of `batch`."""
-    import onnxruntime as ort
+    from .measure import make_session
+    from .measure.sessions import run_batches
 
-    session = (
-        path_or_session
-        if hasattr(path_or_session, "run")
-        else ort.InferenceSession(str(path_or_session), providers=["CPUExecutionProvider"])
-    )
-    n = len(feed["input_ids"])
-    return np.concatenate(
-        [
-            session.run([OUTPUT_NAME], {k: v[i : i + batch] for k, v in feed.items()})[0]
-            for i in range(0, n, batch)
-        ]
-    )
+    session = path_or_session if hasattr(path_or_session, "run") else make_session(path_or_session)
+    return np.concatenate(list(run_batches(session, feed, batch, OUTPUT_NAME)))

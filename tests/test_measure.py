@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -219,6 +220,47 @@ def test_default_threads_are_the_physical_cores(tiny, monkeypatch):
     assert measure.physical_cores() == 5
     monkeypatch.setattr(os, "cpu_count", lambda: None)  # nor can the OS: one thread, never zero
     assert measure.physical_cores() == 1
+
+
+def _sessions_opened(source: str) -> list[int]:
+    """The lines of `source` that open an onnxruntime.InferenceSession themselves."""
+    import ast
+
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "attr", getattr(node.func, "id", None)) == "InferenceSession"
+    ]
+
+
+def test_every_session_the_library_opens_is_opened_by_make_session():
+    package = Path(measure.__file__).resolve().parents[1]
+    opened = {
+        str(path.relative_to(package)): lines
+        for path in sorted(package.rglob("*.py"))
+        if (lines := _sessions_opened(path.read_text()))
+    }
+    assert opened == {"measure/sessions.py": opened.get("measure/sessions.py")}
+    assert len(opened["measure/sessions.py"]) == 1
+    planted = (
+        "import onnxruntime as ort\ns = ort.InferenceSession('m.onnx', providers=['CPUExecutionProvider'])\n"
+    )
+    assert _sessions_opened(planted) == [2]
+
+
+def test_a_session_from_bytes_saves_its_optimized_graph_and_profiles(tiny, tmp_path):
+    feed = make_inputs(3)
+    from_file = measure.make_session(tiny.fp32, threads=1).run(None, feed)[0]
+    from_bytes = measure.make_session(Path(tiny.fp32).read_bytes(), threads=1).run(None, feed)[0]
+    np.testing.assert_array_equal(from_bytes, from_file)
+    measure.make_session(tiny.fp32, threads=1, optimized_to=tmp_path / "opt.onnx")
+    assert onnx.load(str(tmp_path / "opt.onnx")).graph.node
+    session = measure.make_session(tiny.fp32, threads=1, profile_prefix=str(tmp_path / "trace"))
+    session.run(None, feed)
+    trace = Path(session.end_profiling())
+    assert trace.parent == tmp_path and trace.name.startswith("trace")
+    assert any(e.get("name") == "model_run" for e in json.loads(trace.read_text()))
 
 
 # ---------------------------------------------------------------------------------- logits

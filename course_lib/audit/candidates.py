@@ -587,12 +587,10 @@ def _quiet_quantizer():
 def _row_bytes(augmented: Path, samples: Mapping[str, np.ndarray], original: Path) -> int:
     """The bytes of the tensors `augmented` (a copy of `original` that also outputs its tensors,
     after the original's own outputs) saves for the first sample row."""
-    import onnxruntime as ort
+    from ..measure import make_session
 
     own = len(onnx.load(str(original), load_external_data=False).graph.output)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    session = ort.InferenceSession(str(augmented), options, providers=["CPUExecutionProvider"])
+    session = make_session(augmented, threads=1)
     one = {name: array[:1] for name, array in samples.items()}
     return int(sum(np.asarray(out).nbytes for out in session.run(None, one)[own:]))
 

@@ -65,7 +65,7 @@ def check_per_channel_drift(prediction: str, answer: float, pc_path, pt_path, fp
     "same" (within a fifth either way) or "more"."""
     from pathlib import Path
 
-    import onnxruntime as ort
+    from ..measure import make_session
 
     guess = str(prediction).strip().lower()
     if guess not in ("less", "same", "more"):
@@ -74,7 +74,7 @@ def check_per_channel_drift(prediction: str, answer: float, pc_path, pt_path, fp
         return invalid(f"No file at {pc_path}: run quantize_dynamic(..., per_channel=True) into it first.")
 
     def run(path):
-        return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+        return make_session(path).run(None, feed)[0]
 
     ref, pc, pt = run(fp32_path), run(pc_path), run(pt_path)
     if np.array_equal(pc, pt):

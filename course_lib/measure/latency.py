@@ -138,16 +138,21 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _timed(session: Any, feed: Feed, runs: int) -> list[float]:
+    """The seconds each of `runs` runs takes (the course's one timed loop)."""
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        session.run(None, feed)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
 def _time_runs(session: Any, feed: Feed, warmup: int, runs: int) -> list[float]:
     for _ in range(warmup):  # first runs allocate buffers and pick kernels: not representative
         session.run(None, feed)
-    samples = []
     with _gc_paused():
-        for _ in range(runs):
-            start = time.perf_counter()
-            session.run(None, feed)
-            samples.append(time.perf_counter() - start)
-    return samples
+        return _timed(session, feed, runs)
 
 
 def _check_counts(warmup: int, runs: int) -> None:
@@ -305,26 +310,14 @@ def compare_latency(
     spinning: bool = False,
     block: int = 5,
 ) -> LatencyComparison:
-    """Time two models in turn (A×block, B×block, A×block, …) on the same feed.
+    """Time two models in turn on the same feed: `block` runs of one, then `block` of the other,
+    until each has `runs`. The first name is the baseline (e.g. {"fp32": fp32_path, "int8":
+    int8_path}); see `LatencyComparison` for the ratio and its interval.
 
-    Taking turns means a noisy neighbour, a frequency change or a background job hits both
-    models alike instead of whichever happened to run second. The first name is the baseline
-    (e.g. {"fp32": fp32_path, "int8": int8_path}); see `LatencyComparison` for the ratio and its
-    interval (a paired bootstrap over the runs, paired in the order they were taken).
-
-    Why blocks, not single runs: after a run, ONNX Runtime's idle threads keep spinning for tens
-    of milliseconds, waiting for more work. Alternating run by run, each model then runs while
-    the other's threads still hold the cores (measured on 2 cores: a ResNet18 batch took 40 ms
-    instead of 18). So each turn starts with one untimed switch-over run, then times `block` runs.
-
-    `spinning` applies to ONNX Runtime sessions made here from paths, and is off by default. With
-    it on, each run starts a little sooner, but on 2 cores the two sessions' idle threads compete
-    for the cores. Measured on an AMD EPYC (AVX2, 2 cores), the same ResNet18 pair at batch 1, two
-    runs of five comparisons each (`benchmarks/latency_stability.py`): spinning on gave 1.24-2.17x
-    and 1.43-1.90x, with intervals up to 2.5x wide; spinning off 1.41-1.50x and 1.57-1.90x, with
-    intervals of 0.1-0.2. The rest of the spread is the machine's own (standalone medians of one
-    model moved by up to 2x between processes): read the interval, and compare again. PyTorch's
-    threads, on the other side of a `TorchRunner` comparison, would wait on the spinning too.
+    Why in turn: a noisy neighbour or a frequency change then hits both models alike, instead of
+    whichever ran second. Why blocks of runs with an untimed first one, and `spinning` off: after
+    a run, ONNX Runtime's idle threads keep spinning for a while, holding the cores the other
+    model needs next (`benchmarks/latency_stability.py` measures the difference).
     """
     if len(models_to_compare) != 2:
         raise ValueError(
@@ -332,21 +325,18 @@ def compare_latency(
             f"({', '.join(models_to_compare)}). Pass e.g. {{'fp32': fp32_path, 'int8': int8_path}}; "
             "for more, compare_in_turn."
         )
-    latency, samples = _time_in_turn(
-        models_to_compare, inputs, batch_size, threads, warmup, runs, spinning, block
-    )
-    names = list(models_to_compare)
-    base, cand = names
-    low, high = bootstrap_ratio_interval(samples[base], samples[cand], confidence=confidence)
-    return LatencyComparison(
-        baseline=base,
-        candidate=cand,
-        latency=latency,
-        speedup=latency[base].median_ms / latency[cand].median_ms,
-        speedup_low=low,
-        speedup_high=high,
+    candidate = list(models_to_compare)[1]
+    return compare_in_turn(
+        models_to_compare,
+        inputs,
+        batch_size=batch_size,
+        threads=threads,
+        warmup=warmup,
+        runs=runs,
         confidence=confidence,
-    )
+        spinning=spinning,
+        block=block,
+    )[candidate]
 
 
 def _time_in_turn(
@@ -376,10 +366,7 @@ def _time_in_turn(
             for name in names:
                 session = opened[name][0]
                 session.run(None, feed)  # switch-over: the other model's threads may still spin
-                for _ in range(min(block, runs - len(samples[name]))):
-                    start = time.perf_counter()
-                    session.run(None, feed)
-                    samples[name].append(time.perf_counter() - start)
+                samples[name] += _timed(session, feed, min(block, runs - len(samples[name])))
     latency = {
         name: latency_from_samples(
             samples[name], model=name, batch_size=batch, threads=opened[name][1], warmup=warmup

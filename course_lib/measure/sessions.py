@@ -14,7 +14,7 @@ check) before anything runs.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,18 +35,27 @@ def physical_cores() -> int:
 
 
 def make_session(
-    path: str | Path,
+    model: str | Path | bytes,
     threads: int | None = None,
     spinning: bool = True,
     config: Mapping[str, str] | None = None,
+    *,
+    optimized_to: str | Path | None = None,
+    profile_prefix: str | None = None,
 ) -> ort.InferenceSession:
     """A CPU session with `threads` intra-op threads (default: physical cores) and one inter-op
-    thread, so that two measurements differ only in the model, never in the threading.
+    thread, so that two measurements differ only in the model, never in the threading. Every
+    session the course opens is opened here.
 
+    `model`: an ONNX file, or a serialized model (bytes).
     `spinning=False` stops ONNX Runtime's idle threads from busy-waiting for the next run (ONNX
     Runtime's default is to spin). The timing functions here turn it off: when two sessions or
     two runtimes take turns on few cores, one's spinning threads hold the cores the other needs.
     `config`: session configuration entries, e.g. {"session.x64quantprecision": "1"}.
+    `optimized_to`: save the graph this CPU executes there (every optimization on).
+    `profile_prefix`: turn ONNX Runtime's profiler on, writing its trace to `<prefix>_<time>.json`.
+    With either, only errors are logged: ONNX Runtime warns that what it saves is specific to this
+    CPU, which is exactly what these sessions are opened to read.
     """
     threads = physical_cores() if threads is None else threads
     if not isinstance(threads, int) or threads < 1:
@@ -59,7 +68,16 @@ def make_session(
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     for key, value in (config or {}).items():
         options.add_session_config_entry(key, str(value))
-    return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    if optimized_to is not None:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.optimized_model_filepath = str(optimized_to)
+    if profile_prefix is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
+    if optimized_to is not None or profile_prefix is not None:
+        options.log_severity_level = 3
+    source = model if isinstance(model, bytes) else str(model)
+    return ort.InferenceSession(source, sess_options=options, providers=["CPUExecutionProvider"])
 
 
 def check_feed(session: Any, feed: Feed) -> int:
@@ -104,14 +122,29 @@ def logits(
     A dynamically quantized model computes its activation scales over each batch, so its scores
     move a little with `batch`: compare variants at the same batch size.
     """
+    if isinstance(path, str | Path):
+        session, model = make_session(path, threads), Path(path).name
+    else:  # a session opened with options of its own, or a runner
+        session, model = path, getattr(path, "name", "the session's model")
+    feed = _rows_feed(session, x, model, batch)
+    output = _classifier_output(session, output, model)
+    return np.concatenate(list(run_batches(session, feed, batch, output)))
+
+
+def run_batches(session: Any, feed: Feed, batch: int, output: str) -> Iterator[np.ndarray]:
+    """`output` for `batch` rows of `feed` at a time, in order: the course's one batched-run loop."""
+    n = len(next(iter(feed.values())))
+    for i in range(0, n, batch):
+        yield session.run([output], {name: array[i : i + batch] for name, array in feed.items()})[0]
+
+
+def _rows_feed(session: Any, x: np.ndarray | Mapping[str, np.ndarray], model: str, batch: int) -> Feed:
+    """logits' input checks: `x` as a feed dict with the session's input names, dtypes and shapes,
+    and the same number of rows (at least one) in every input."""
     if not isinstance(batch, int) or batch < 1:
         raise ValueError(
             f"batch must be a whole number >= 1 (rows per run); got {batch!r}. Pass e.g. batch=500."
         )
-    if not isinstance(path, str | Path):  # a session opened with options of its own, or a runner
-        session, model = path, getattr(path, "name", "the session's model")
-    else:
-        session, model = make_session(path, threads), Path(path).name
     inputs = session.get_inputs()
     if not isinstance(x, Mapping):
         if len(inputs) != 1:
@@ -126,9 +159,13 @@ def logits(
         spec = InputSpec.of_session_input(declared)
         check_array(feed[spec.name], spec, what=f"The array fed to {spec.name!r}", model=model)
     counts = {name: len(array) for name, array in feed.items()}
-    n = next(iter(counts.values()))
-    if n == 0 or len(set(counts.values())) != 1:
+    if next(iter(counts.values())) == 0 or len(set(counts.values())) != 1:
         raise ValueError(f"logits needs at least one row, the same number in every input; got {counts}.")
+    return feed
+
+
+def _classifier_output(session: Any, output: str | None, model: str) -> str:
+    """The output logits returns: `output` if the model has it, else the first (N, classes) one."""
     outputs = session.get_outputs()
     found = ", ".join(f"{o.name} {o.shape}" for o in outputs)
     if output is None:
@@ -140,8 +177,4 @@ def logits(
             )
     elif output not in [o.name for o in outputs]:
         raise ValueError(f"{model} has no output {output!r}; its outputs are: {found}. Pass one of those.")
-    runs = [
-        session.run([output], {name: array[i : i + batch] for name, array in feed.items()})[0]
-        for i in range(0, n, batch)
-    ]
-    return np.concatenate(runs)
+    return output

@@ -56,9 +56,9 @@ def onnx_parity(module: nn.Module, path: str | Path, inputs: np.ndarray | Mappin
     `inputs` is one array (a model with one input) or the feed dict, in the order the module's
     `forward` takes its arguments.
     """
-    import onnxruntime as ort
+    from ..measure import make_session
 
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    session = make_session(path)
     feed = dict(inputs) if isinstance(inputs, Mapping) else {session.get_inputs()[0].name: inputs}
     ort_out = session.run(None, feed)[0]
     with torch.inference_mode():
