@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import (
@@ -70,14 +71,14 @@ def test_a_float_model_runs_no_integer_kernel(block):
 def sessions(monkeypatch):
     """The files ONNX Runtime optimized and saved during the test (the quantizer's sessions save none)."""
     opened = []
-    session = kernels.ort.InferenceSession
+    session = ort.InferenceSession
 
     def counting(path, *args, **kwargs):
         if getattr(kwargs.get("sess_options"), "optimized_model_filepath", ""):
             opened.append(path)
         return session(path, *args, **kwargs)
 
-    monkeypatch.setattr(kernels.ort, "InferenceSession", counting)
+    monkeypatch.setattr(ort, "InferenceSession", counting)
     return opened
 
 
