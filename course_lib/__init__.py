@@ -26,6 +26,8 @@ _MODULES = {
     "text_encoder": "all-MiniLM-L6-v2: its published weights, the ONNX export, tokenized sentences, embeddings",
     "nanogpt": "lesson 07's character-level GPT on the stdlib's source: trained here, cached, exported",
     "affine": "the INT8 encoding itself: scale, zero point, rounding as ONNX Runtime does it, error bounds",
+    "integers": "the codes after encoding: int4 packed two per byte, an integer matmul as QLinearMatMul "
+    "computes it, AVX2's 16-bit pair sums, im2col",
     "inputs": "the one check of arrays fed to a model (names, dtype, shape), and its InputError",
     "calibration": "CalibrationDataReaders that check what they feed (ArrayReader, DatasetReader), ranges",
     "pre_process": "`quant_pre_process` step by step, and a model its shape inference cannot read",

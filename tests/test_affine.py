@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import quant_utils
 
-from course_lib import affine, explorers
+from course_lib import affine, explorers, integers
 
 ONNX_TYPE = {
     "int8": TensorProto.INT8,
@@ -444,9 +444,9 @@ def test_pack_unpack_int4_round_trip_and_onnx_layout(n, signed):
 
     qmin, qmax = affine.qrange("int4" if signed else "uint4")
     q = np.random.default_rng(n).integers(qmin, qmax + 1, n).astype(np.int8 if signed else np.uint8)
-    packed = affine.pack_int4(q)
+    packed = integers.pack_int4(q)
     assert packed.dtype == np.uint8 and packed.size == (n + 1) // 2
-    unpacked = affine.unpack_int4(packed, n, signed=signed)
+    unpacked = integers.unpack_int4(packed, n, signed=signed)
     assert unpacked.dtype == q.dtype and np.array_equal(unpacked, q)
     if n:
         onnx_tensor = numpy_helper.from_array(q.astype(ml_dtypes.int4 if signed else ml_dtypes.uint4), "q")
@@ -454,15 +454,15 @@ def test_pack_unpack_int4_round_trip_and_onnx_layout(n, signed):
 
 
 def test_pack_int4_low_nibble_first_and_odd_padding():
-    assert affine.pack_int4(np.array([1, -2, 3], dtype=np.int8)).tolist() == [0xE1, 0x03]
+    assert integers.pack_int4(np.array([1, -2, 3], dtype=np.int8)).tolist() == [0xE1, 0x03]
 
 
 def test_a_million_int4_values_take_half_a_million_bytes():
     q = np.random.default_rng(0).integers(-8, 8, 1_000_000).astype(np.int8)
     assert q.nbytes == 1_000_000  # simulated int4: still one byte per value
-    packed = affine.pack_int4(q)
+    packed = integers.pack_int4(q)
     assert packed.nbytes == 500_000
-    assert np.array_equal(affine.unpack_int4(packed, q.size), q)
+    assert np.array_equal(integers.unpack_int4(packed, q.size), q)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -492,7 +492,7 @@ def test_integer_matmul_against_exact_integers_float_reference_and_onnxruntime(p
         qb, b_scale, b_zp, axis=axis
     ).astype(np.float64)
     out_scale, out_zp = affine.scale_zero_point(reference.min(), reference.max(), "uint8")
-    q_out, acc = affine.integer_matmul(qa, a_scale, a_zp, qb, b_scale, b_zp, out_scale, out_zp, "uint8")
+    q_out, acc = integers.integer_matmul(qa, a_scale, a_zp, qb, b_scale, b_zp, out_scale, out_zp, "uint8")
 
     exact = [
         [
@@ -523,7 +523,7 @@ def test_integer_matmul_rescales_in_float32_like_onnxruntime():
     qb = rng.integers(-128, 128, (16, 4)).astype(np.int8)
     qa[0] = 64  # the zero point: contributes nothing ...
     qa[0, 0], qb[0, 0] = 200, -46  # ... except (200 - 64) * (-46 - 0) = -6256
-    q_out, acc = affine.integer_matmul(qa, a_scale, 64, qb, b_scale, 0, out_scale, 128, "uint8")
+    q_out, acc = integers.integer_matmul(qa, a_scale, 64, qb, b_scale, 0, out_scale, 128, "uint8")
     assert acc[0, 0] == -6256
     multiplier = a_scale * b_scale / out_scale
     assert np.float32(-6256) * multiplier == -73.5 and round(-6256 * float(multiplier)) == -73
@@ -572,9 +572,9 @@ def test_other_mistakes_are_explained():
     with pytest.raises(ValueError, match="rmin must be <= rmax.*minimum first"):
         affine.scale_zero_point(3.0, -1.0)
     with pytest.raises(ValueError, match=r"\[-8, 7\] or uint4.*found values in \[0, 16\]"):
-        affine.pack_int4(np.array([0, 16]))
+        integers.pack_int4(np.array([0, 16]))
     with pytest.raises(ValueError, match="n must be between 0 and 2"):
-        affine.unpack_int4(np.zeros(2, dtype=np.uint8), 5)
+        integers.unpack_int4(np.zeros(2, dtype=np.uint8), 5)
     with pytest.raises(ValueError, match="integer array.*quantize"):
         affine.dequantize(np.ones(2), 0.1, 0)
     with pytest.raises(ValueError, match="block_size must be a positive integer"):
@@ -586,7 +586,7 @@ def test_vpmaddubsw_saturates_full_range_weights_and_not_reduced_ones():
     a = rng.integers(0, 256, size=(16, 33), dtype=np.uint8)  # odd K: padded with a zero pair
     w = rng.integers(-127, 128, size=(33, 8)).astype(np.int8)
     exact = a.astype(np.int64) @ w.astype(np.int64)
-    got, saturated, pairs = affine.vpmaddubsw_matmul(a, w, chunk=3)
+    got, saturated, pairs = integers.vpmaddubsw_matmul(a, w, chunk=3)
     assert pairs == 16 * 17 * 8 and saturated > 0
     assert not np.array_equal(got, exact)
     # Rebuild the expected result independently, pair by pair with int16 saturation.
@@ -597,10 +597,10 @@ def test_vpmaddubsw_saturates_full_range_weights_and_not_reduced_ones():
     assert saturated == int((np.abs(pair) > 32767).sum() - (pair == -32768).sum())
 
     reduced = rng.integers(-64, 65, size=(33, 8)).astype(np.int8)  # reduce_range: 7-bit weights
-    got, saturated, _ = affine.vpmaddubsw_matmul(a, reduced)
+    got, saturated, _ = integers.vpmaddubsw_matmul(a, reduced)
     assert saturated == 0 and np.array_equal(got, a.astype(np.int64) @ reduced.astype(np.int64))
     with pytest.raises(ValueError, match="uint8 by int8"):
-        affine.vpmaddubsw_matmul(a.astype(np.int8), w)
+        integers.vpmaddubsw_matmul(a.astype(np.int8), w)
 
 
 def test_im2col_times_the_weights_is_the_convolution():
@@ -609,9 +609,9 @@ def test_im2col_times_the_weights_is_the_convolution():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 3, 7, 6)).astype(np.float32)
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
-    cols = affine.im2col(x, (3, 3), strides=(2, 2), pads=(1, 1, 1, 1))  # output 4 x 3 per image
+    cols = integers.im2col(x, (3, 3), strides=(2, 2), pads=(1, 1, 1, 1))  # output 4 x 3 per image
     ours = (cols @ w.reshape(4, -1).T).reshape(2, 4, 3, 4).transpose(0, 3, 1, 2)  # (N, OH, OW, out) -> NCHW
     ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), stride=2, padding=1).numpy()
     np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match=r"expects \(N, C, H, W\)"):
-        affine.im2col(x[0], (3, 3))
+        integers.im2col(x[0], (3, 3))

@@ -133,14 +133,14 @@ def _decode(graph, zero_point=None):
     """The lesson's solution: codes, zero points (or the symmetric 8), scales."""
     import onnx
 
-    from course_lib import affine
+    from course_lib import integers
 
     node = next(n for n in graph.node if n.op_type == "MatMulNBits")
     stored = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
     packed, scales, zps = (stored[name] for name in node.input[1:4])
     N, blocks, block, K = 32, 2, 32, 64
-    codes = affine.unpack_int4(packed, N * blocks * block, signed=False).reshape(N, blocks, block)
-    zp = np.stack([affine.unpack_int4(row, blocks, signed=False) for row in zps.reshape(N, -1)])
+    codes = integers.unpack_int4(packed, N * blocks * block, signed=False).reshape(N, blocks, block)
+    zp = np.stack([integers.unpack_int4(row, blocks, signed=False) for row in zps.reshape(N, -1)])
     zp = np.full_like(zp, zero_point) if zero_point is not None else zp
     return ((codes - zp[..., None].astype(np.float32)) * scales.reshape(N, blocks, 1)).reshape(N, -1)[:, :K].T
 

@@ -156,7 +156,7 @@ def _decoded_nbits(graph, zero_point: str = "stored"):
     step. `zero_point`: "stored" (the file's own), or "8" (the symmetric files' implied one)."""
     import onnx
 
-    from ..affine import unpack_int4
+    from ..integers import unpack_int4
 
     graph = getattr(graph, "graph", graph)
     node = next((n for n in graph.node if n.op_type == "MatMulNBits"), None)

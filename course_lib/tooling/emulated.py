@@ -123,7 +123,7 @@ def _lesson05(folder: Path, files: dict[str, str], cpu: str) -> dict[str, Any]:
     """Lesson 05's sections 3 (what each graph runs), 4 (accuracy and size) and 5 (saturation)."""
     import onnx
 
-    from course_lib import affine, calibration, kernels, measure
+    from course_lib import affine, calibration, integers, kernels, measure
     from course_lib.checks.claims05 import book
 
     paths = {name: folder / f for name, f in files.items()}
@@ -180,14 +180,14 @@ def _lesson05(folder: Path, files: dict[str, str], cpu: str) -> dict[str, Any]:
     def simulate(node, reduce_range):
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         w, act = inits[node.input[1]], inputs[node.input[0]]
-        cols = affine.im2col(
+        cols = integers.im2col(
             act, tuple(attrs["kernel_shape"]), attrs.get("strides", (1, 1)), attrs.get("pads", (0, 0, 0, 0))
         )
         a_scale, a_zero = affine.scale_zero_point(min(float(act.min()), 0.0), float(act.max()), "uint8")
         m = np.abs(w).reshape(w.shape[0], -1).max(axis=1)
         w_scale, w_zero = affine.scale_zero_point(-m, m, "int8", symmetric=True, reduce_range=reduce_range)
         qw = affine.quantize(w.reshape(w.shape[0], -1), w_scale, w_zero, "int8", axis=0).T
-        _, saturated, pairs = affine.vpmaddubsw_matmul(affine.quantize(cols, a_scale, a_zero, "uint8"), qw)
+        _, saturated, pairs = integers.vpmaddubsw_matmul(affine.quantize(cols, a_scale, a_zero, "uint8"), qw)
         return saturated, pairs
 
     sat = {(n.name, r): simulate(n, r) for n in plain for r in (False, True)}

@@ -82,7 +82,7 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
 import course_lib as cl
-from course_lib import affine, explorers
+from course_lib import affine, explorers, integers
 
 cl.quiet_quantizer_hints("pre-process", "not specified")  # the quantizer's advice and notes, not needed here
 work = cl.lesson_folder("01b")  # this run's files: <data dir>/lessons/01b/, emptied each run
@@ -99,7 +99,7 @@ print(f"{len(weights)} weight tensors, {sum(w.size for w in weights.values()):,}
 # ## 1. Payload arithmetic with real bytes
 #
 # Take one million of the model's weights and store them in five ways. The byte counts below are
-# the `.nbytes` of the arrays that hold them, and `affine.pack_int4` puts two 4-bit values in each
+# the `.nbytes` of the arrays that hold them, and `integers.pack_int4` puts two 4-bit values in each
 # byte. Two 4-bit conventions, each from its source:
 #
 # - **Symmetric blocks of 32**, one scale each: llama.cpp's `Q4_0` (in ggml's source,
@@ -125,14 +125,14 @@ q8 = affine.quantize(params, s8, z8, "int8")
 blocks = params.reshape(-1, 32)  # one row per block of 32 consecutive weights
 s4, z4 = affine.scale_zero_point(blocks.min(axis=1), blocks.max(axis=1), "int4", symmetric=True)
 q4 = affine.quantize(blocks, s4, z4, "int4", axis=0)  # int4 values, held one per byte in an int8 array
-packed = affine.pack_int4(q4)
-assert np.array_equal(affine.unpack_int4(packed, q4.size).reshape(q4.shape), q4)  # nothing lost
+packed = integers.pack_int4(q4)
+assert np.array_equal(integers.unpack_int4(packed, q4.size).reshape(q4.shape), q4)  # nothing lost
 
 ort_type = "int4" if ORT_SYMMETRIC else "uint4"
 ort_blocks = np.pad(params, (0, -params.size % ORT_BLOCK)).reshape(-1, ORT_BLOCK)  # zero-padded
 s_ort, z_ort = affine.scale_zero_point(ort_blocks.min(1), ort_blocks.max(1), ort_type, ORT_SYMMETRIC)
-packed_ort = affine.pack_int4(affine.quantize(ort_blocks, s_ort, z_ort, ort_type, axis=0))
-zp_bytes = 0 if ORT_SYMMETRIC else affine.pack_int4(z_ort).nbytes
+packed_ort = integers.pack_int4(affine.quantize(ort_blocks, s_ort, z_ort, ort_type, axis=0))
+zp_bytes = 0 if ORT_SYMMETRIC else integers.pack_int4(z_ort).nbytes
 
 # %%
 quoted = {"float32": 4_000_000, "int8": 1_000_000, "int4 packed": 500_000}
@@ -240,7 +240,7 @@ print(f"output: uint8, scale {out_scale:.4g}, zero point {out_zp}")
 # %% [markdown]
 # Now the four steps, written out: subtract the zero points, multiply and accumulate in int32,
 # rescale by one float multiplier per column, then round, add the output zero point and clip.
-# (`affine.integer_matmul` runs the same four steps as one function.)
+# (`integers.integer_matmul` runs the same four steps as one function.)
 
 # %%
 accumulator = (qa.astype(np.int32) - np.int32(a_zp)) @ (qb.astype(np.int32) - b_zp.astype(np.int32))

@@ -84,7 +84,7 @@ import onnxruntime as ort
 from IPython.display import Markdown, display
 
 import course_lib as cl
-from course_lib import affine, calibration, hardware, kernels, measure, units, variants
+from course_lib import affine, calibration, hardware, integers, kernels, measure, units, variants
 
 work = cl.lesson_folder("05")  # this run's files: <data dir>/lessons/05/, emptied each run
 
@@ -401,9 +401,9 @@ cl.verify("05.4", paths=paths, parities=parities, memory=memory, timed=speed)
 # - a CPU with VNNI (or ARM's dot product), which adds into 32 bits directly.
 #
 # This CPU decides which path ONNX Runtime takes, so we **simulate** `VPMADDUBSW` in numpy
-# (`affine.vpmaddubsw_matmul`) on the real network: each convolution's int8 weights (per-channel,
+# (`integers.vpmaddubsw_matmul`) on the real network: each convolution's int8 weights (per-channel,
 # full range or reduce_range) times its real uint8 input activations on 16 test images
-# (`affine.im2col` lays them out as the kernel sees them). The simulation depends on the weights
+# (`integers.im2col` lays them out as the kernel sees them). The simulation depends on the weights
 # and images, not on the CPU. With full-range weights some pair sums saturate, most of them in the
 # first convolution, whose inputs (image pixels) often sit near 255 side by side; with reduce_range
 # none can. <!-- claim: some-saturate -->
@@ -419,14 +419,14 @@ def simulate(node, reduce_range):
     """(saturated pair sums, all pair sums) of one convolution, its products summed as VPMADDUBSW does."""
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     w, act = inits[node.input[1]], inputs[node.input[0]]
-    cols = affine.im2col(
+    cols = integers.im2col(
         act, tuple(attrs["kernel_shape"]), attrs.get("strides", (1, 1)), attrs.get("pads", (0, 0, 0, 0))
     )
     a_scale, a_zero = affine.scale_zero_point(min(float(act.min()), 0.0), float(act.max()), "uint8")  # MinMax
     m = np.abs(w).reshape(w.shape[0], -1).max(axis=1)
     w_scale, w_zero = affine.scale_zero_point(-m, m, "int8", symmetric=True, reduce_range=reduce_range)
     qw = affine.quantize(w.reshape(w.shape[0], -1), w_scale, w_zero, "int8", axis=0).T  # (K, out)
-    _, saturated, pairs = affine.vpmaddubsw_matmul(affine.quantize(cols, a_scale, a_zero, "uint8"), qw)
+    _, saturated, pairs = integers.vpmaddubsw_matmul(affine.quantize(cols, a_scale, a_zero, "uint8"), qw)
     return saturated, pairs
 
 

@@ -36,7 +36,7 @@
 # - The A16W8 and 4-bit files spend most of their kernel time in float convolutions, <!-- claim: a16w8-time-in-conv -->
 #   whose weights are dequantized on every run. <!-- claim: weights-dequantized -->
 #
-# **Lesson plan:** 1. the bytes of a 4-bit file, decoded with lesson 01's `unpack_int4`; 2. static
+# **Lesson plan:** 1. the bytes of a 4-bit file, decoded with lesson 01b's `unpack_int4`; 2. static
 # INT8 on the text encoder: calibration sentences, and which ops to keep in float; 3. the profile
 # of the slow QDQ files; summary and an exercise. It builds on lessons 01 (packed int4), 03
 # (static QDQ and calibration), 05 (profiles) and 06, whose files it makes again in its own cells.
@@ -86,7 +86,7 @@ from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
 import course_lib as cl
-from course_lib import affine, kernels, measure, units, variants
+from course_lib import integers, kernels, measure, units, variants
 from course_lib import text_encoder as te
 
 # The 4-bit quantizer's module sets the root logger to INFO (a line per node): back to warnings.
@@ -103,7 +103,7 @@ THREADS = 2  # fixed, so that every latency below is comparable
 # nibble first), one float32 scale per block, and, when asymmetric, packed 4-bit zero points;
 # symmetric files omit them, and the zero point is then 8, the middle of 0..15. <!-- setting -->
 # We make lesson 06's symmetric file with blocks of 32 again, decode the first layer's weight with
-# lesson 01's `affine.unpack_int4` and compare it with the float32 weight it replaced:
+# lesson 01b's `integers.unpack_int4` and compare it with the float32 weight it replaced:
 
 # %%
 paths = cl.models.get(te.NAME).onnx_files
@@ -116,7 +116,7 @@ stored = {t.name: onnx.numpy_helper.to_array(t) for t in symmetric32.initializer
 packed, scales = stored[node.input[1]], stored[node.input[2]]
 K, N, block = attrs["K"], attrs["N"], attrs["block_size"]
 blocks = -(-K // block)  # ceil(K / block)
-codes = affine.unpack_int4(packed, N * blocks * block, signed=False).reshape(N, blocks, block)
+codes = integers.unpack_int4(packed, N * blocks * block, signed=False).reshape(N, blocks, block)
 decoded = ((codes.astype(np.float32) - 8) * scales.reshape(N, blocks, 1)).reshape(N, -1)[:, :K].T
 fp32_weights = {t.name: t for t in onnx.load(paths["optimized"]).graph.initializer}
 original = onnx.numpy_helper.to_array(fp32_weights[node.input[1].removesuffix("_Q4")])  # (K, N)
@@ -407,7 +407,7 @@ cl.verify("06b.3", stories=stories)
 #
 # ## Summary
 #
-# - A `MatMulNBits` weight is lesson 01's packed int4 with a float32 scale per block; a symmetric
+# - A `MatMulNBits` weight is lesson 01b's packed int4 with a float32 scale per block; a symmetric
 #   block puts its largest value on the level −8, so a weight of the other sign can land a step off.
 # - Static INT8 on a transformer: pre-process the optimized graph, quantize the MatMuls with their
 #   outputs left in float, calibrate on sentences like the ones it will serve, and keep the
@@ -434,9 +434,9 @@ node = next(n for n in asymmetric.node if n.op_type == "MatMulNBits")
 stored = {t.name: onnx.numpy_helper.to_array(t) for t in asymmetric.initializer if t.name in node.input}
 packed, scales, zero_points = (stored[name] for name in node.input[1:4])
 answer_1_guess = "none"  # solution
-asym_codes = affine.unpack_int4(packed, packed.size * 2, signed=False).reshape(N, blocks, block)  # solution
+asym_codes = integers.unpack_int4(packed, packed.size * 2, signed=False).reshape(N, blocks, block)  # solution
 zp = np.stack(
-    [affine.unpack_int4(row, blocks, signed=False) for row in zero_points.reshape(N, -1)]
+    [integers.unpack_int4(row, blocks, signed=False) for row in zero_points.reshape(N, -1)]
 )  # solution
 steps = (asym_codes - zp[..., None].astype(np.float32)) * scales.reshape(N, blocks, 1)  # solution
 answer_1 = steps.reshape(N, -1)[:, :K].T  # solution
