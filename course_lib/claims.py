@@ -508,18 +508,23 @@ class Sentence:
             source = repr(self.rule.__code__.co_code)
         return hashlib.sha256(" ".join(source.split()).encode()).hexdigest()[:12]
 
-    def check(self, figures: Mapping[str, Any], cpu: Mapping[str, bool], untimed: str = "") -> Claim:
-        """This sentence's verdict on a run with these figures and CPU facts.
-
-        MissingFigure propagates: a rule that reads a figure the run never saved is not checked."""
-        found = Figures(figures)
-        base = dict(
+    def identity(self) -> dict[str, Any]:
+        """What names this sentence in a verdict (its text, key, fingerprint, scope and dependencies),
+        for a Claim made from a run or given without one (an emulated CPU's 'not timed')."""
+        return dict(
             statement=self.text,
             depends=self.depends,
             scope=self.scope.words if self.scope else "",
             id=self.id,
             fingerprint=self.fingerprint,
         )
+
+    def check(self, figures: Mapping[str, Any], cpu: Mapping[str, bool], untimed: str = "") -> Claim:
+        """This sentence's verdict on a run with these figures and CPU facts.
+
+        MissingFigure propagates: a rule that reads a figure the run never saved is not checked."""
+        found = Figures(figures)
+        base = self.identity()
         applies = self.scope.applies(cpu) if self.scope else True
         try:
             evidence = show(self.shows, found) if self.shows else ""

@@ -341,13 +341,7 @@ def _verdict(sentence, figures: dict | None, facts: dict) -> dict:
     """One sentence's ledger record on one emulated CPU."""
     from course_lib.claims import Claim, MissingFigure
 
-    base = dict(
-        statement=sentence.text,
-        depends=sentence.depends,
-        scope=sentence.scope.words if sentence.scope else "",
-        id=sentence.id,
-        fingerprint=sentence.fingerprint,
-    )
+    base = sentence.identity()
     if sentence.scope and not sentence.scope.applies(facts):
         return Claim(holds=None, applies=False, **base).to_record()
     if "speed" in sentence.depends:
