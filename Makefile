@@ -20,9 +20,9 @@ EXTRAS ?= test
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) course_lib/tooling/install.py torch --index '$(TORCH_INDEX)'
+	$(PY) course_machinery/install.py torch --index '$(TORCH_INDEX)'
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
-	@$(PY) course_lib/tooling/install.py summary
+	@$(PY) course_machinery/install.py summary
 	@touch $(STAMP)
 
 # Fashion-MNIST: already found (course data dir or Debian package)? Else, as root on

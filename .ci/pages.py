@@ -16,9 +16,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from course_lib.tooling.editions import STUDENT_DIR
-from course_lib.tooling.launch import read_launch
-from course_lib.tooling.runner import lesson_notebooks
+from course_machinery.editions import STUDENT_DIR
+from course_machinery.launch import read_launch
+from course_machinery.runner import lesson_notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = """<!DOCTYPE html>

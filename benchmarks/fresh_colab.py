@@ -49,8 +49,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from course_lib import colab, data, hardware, release  # noqa: E402
-from course_lib.tooling import bundle, launch, runner  # noqa: E402
+from course_lib import data, hardware, release  # noqa: E402
+from course_machinery import bundle, colab, launch, runner  # noqa: E402
 
 PREINSTALLED = ROOT / "tests" / "fixtures" / "colab_preinstalled.txt"
 BASES = ROOT / "build" / "fresh-colab"

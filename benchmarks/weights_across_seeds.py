@@ -11,7 +11,7 @@ same seed gives other weights on another CPU. For each seed this script
   directory of their own under build/seeds/seed-N ($COURSE_DATA_DIR; the text encoder's export is
   linked from the course's data directory, which `prepare` fills, since it is not trained here),
 - runs the lessons there (`python -m course_lib run`, into build/seeds/seed-N/notebooks),
-- and, with --store, keeps the run's claims as an extra ledger, course_lib/reference_runs/ledgers/
+- and, with --store, keeps the run's claims as an extra ledger, course_machinery/reference_runs/ledgers/
   ("<CPU>, seed N"), so that the suite's ledger test holds every sentence to all of them.
 
 It prints, for each sentence that depends on the weights, its verdict under each seed, and the
@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from course_lib.data import DATA_DIR_ENV, data_dir  # noqa: E402
-from course_lib.reference import cpu_class, short_cpu_name  # noqa: E402
-from course_lib.tooling.recording import LEDGER_DIR  # noqa: E402
+from course_machinery.recording import LEDGER_DIR  # noqa: E402
+from course_machinery.reference import cpu_class, short_cpu_name  # noqa: E402
 
 FIGURES_01 = ("outlier_ratio", "sqnr_clip_int8", "sqnr_minmax_int8", "sqnr_clip_int4", "sqnr_minmax_int4")
 
@@ -101,7 +101,7 @@ def main() -> None:
         mark = "!!" if mixed or "contradicted" in by_seed.values() else "  "
         cells = ", ".join(f"seed {s}: {v}" for s, v in by_seed.items())
         print(f"{mark} {lesson} {statement[:90]}: {cells}")
-    ledgers = ROOT / "course_lib" / "reference_runs" / LEDGER_DIR
+    ledgers = ROOT / "course_machinery" / "reference_runs" / LEDGER_DIR
     if args.store:
         print(
             f"\nLedgers stored in {ledgers.relative_to(ROOT)}; `python -m course_lib reference check` reads them."

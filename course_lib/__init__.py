@@ -5,9 +5,11 @@ can keep the quantization calls themselves in plain sight. One module per idea, 
 top to bottom. `_MODULES` below lists them, with what each holds (the list that follows is
 written from it); each is reached as `cl.<name>` after `import course_lib as cl`.
 
-`tooling/` is the course's own production tooling (the command line, running the lessons, the
-report, the benchmark, the site, the bundle, the student edition, the release): it uses the
-modules listed below, and nothing here or in a lesson ever imports it.
+The course's own machinery (the sentences' claims and their check cells, the exercises' checks,
+the reference runs, the audit, Colab's setup, the command line and everything that makes the
+course) lives in the package `course_machinery`, beside this one: it is not lesson material. The
+few of its modules a lesson calls are reached from here as well (`cl.verify`, `cl.checks`, listed
+in `_MACHINERY`), so a lesson imports one library; nothing in course_lib imports it otherwise.
 """
 
 import importlib
@@ -22,7 +24,6 @@ _MODULES = {
     "models": "every model by name, `models.get(name)`: the demo models, the text encoder, the NanoGPT; "
     "their verified cache (readable without torch), training, export (a package)",
     "release": "a published release: its archive's download and reading, each file checked by SHA-256",
-    "colab": "a lesson's setup on Colab: Drive, the install beside Colab's own PyTorch, the lesson's models",
     "text_encoder": "all-MiniLM-L6-v2: its published weights, the ONNX export, tokenized sentences, embeddings",
     "nanogpt": "lesson 07's character-level GPT on the stdlib's source: trained here, cached, exported",
     "affine": "the INT8 encoding itself: scale, zero point, rounding as ONNX Runtime does it, error bounds",
@@ -38,18 +39,22 @@ _MODULES = {
     "cpuid": "the CPUID instruction itself (x86-64), which the runtimes' kernels follow",
     "kernels": "what ONNX Runtime really runs: the optimized graph, its kernels, a profile, drawings",
     "runtimes": "the same file on a second runtime: OpenVINO beside ONNX Runtime, the precision it ran",
-    "audit": "the course's method on any ONNX model (`python -m course_lib audit`, lesson 07; a package)",
     "nodes": "node names, checked before `nodes_to_exclude` (where a typo is silently ignored)",
     "qat": "quantization-aware training's plumbing: BatchNorm folding, fake-quantized twins, export",
-    "checks": "the exercises' self-checks: each says whether an answer is right and, if not, why",
-    "claims": "a lesson's sentence about a result, and the rule that checks it on a run's figures",
-    "verdicts": "the check cell (`verify`): a section's sentences checked here, beside the reference CPUs",
-    "reference": "the course's reference runs (figures measured on named CPUs) and this run's figures",
     "explorers": "the lessons' interactive explorers (imported by notebooks, never by the modules above)",
     "units": "quantities in words: durations, speed ratios with their interval, sizes in MB",
     "files": "a file's SHA-256, writes that never leave half a file (imports no torch)",
     "versions": "the installed versions of Python and the course's libraries (imports no torch)",
     "names": "the names models and results are filed under (imports no torch)",
+}
+# The machinery's modules a lesson calls, reached as `cl.<name>` (`from course_lib import colab`):
+# their code is in course_machinery/, which says it is not lesson material.
+_MACHINERY = {
+    "checks": "the exercises' self-checks: each says whether an answer is right and, if not, why",
+    "claims": "a lesson's sentence about a result, and the rule that checks it on a run's figures",
+    "verdicts": "the check cell (`verify`): a section's sentences checked here, beside the reference CPUs",
+    "audit": "the course's method on any ONNX model (`python -m course_lib audit`, lesson 07)",
+    "colab": "a lesson's setup on Colab: Drive, the install beside Colab's own PyTorch, the lesson's models",
 }
 # Names re-exported at the top (`cl.load_split`), by the module that defines them.
 _NAMES = {
@@ -90,15 +95,23 @@ _NAMES = {
 _HOME = {name: module for module, names in _NAMES.items() for name in names}
 
 _LISTED = "\n".join(f"    {name:<13} {what}" for name, what in _MODULES.items())
-__doc__ = f"{__doc__ or ''}\nThe modules:\n\n{_LISTED}\n"  # (`or ''`: `python -OO` drops docstrings)
-__all__ = sorted(_MODULES) + sorted(_HOME)
+_REACHED = "\n".join(f"    {name:<13} {what}" for name, what in _MACHINERY.items())
+__doc__ = (  # (`or ''`: `python -OO` drops docstrings)
+    f"{__doc__ or ''}\nThe modules:\n\n{_LISTED}\n\nFrom course_machinery:\n\n{_REACHED}\n"
+)
+__all__ = sorted(_MODULES) + sorted(_MACHINERY) + sorted(_HOME)
+
+
+def _module(name: str):
+    where = f"course_machinery.{name}" if name in _MACHINERY else f"{__name__}.{name}"
+    return importlib.import_module(where)
 
 
 def __getattr__(name: str):
-    if name in _MODULES:
-        return importlib.import_module(f".{name}", __name__)
+    if name in _MODULES or name in _MACHINERY:
+        return _module(name)
     if name in _HOME:
-        value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+        value = getattr(_module(_HOME[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'course_lib' has no attribute {name!r}")

@@ -1,8 +1,8 @@
-"""`python -m course_lib <command>`: the course's command line, in course_lib/tooling/cli.py."""
+"""`python -m course_lib <command>`: the course's command line, in course_machinery/cli.py."""
 
 import sys
 
-from course_lib.tooling.cli import main
+from course_machinery.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,7 +19,7 @@ tested with outputs recorded on real machines (tests/fixtures/platforms/):
 
 On x86-64 the AVX, AVX-512, VNNI and AMX flags then come from CPUID itself (course_lib.cpuid), which
 is what ONNX Runtime's kernels follow: the operating system's report can say otherwise (an emulator
-such as `qemu-x86_64 -cpu Haswell`, or the course's CPUID mask, course_lib.tooling.cpumask, change
+such as `qemu-x86_64 -cpu Haswell`, or the course's CPUID mask, course_machinery.cpumask, change
 what CPUID answers and leave /proc/cpuinfo as it was). Two environment variables change the report:
 COURSE_CPU_FLAGS (e.g. "avx2 fma") replaces the detected INT8 and half-float flags outright, and
 COURSE_CPU_MASK is set by the CPUID mask, which `cpu_report()["source"]` then names.
@@ -163,7 +163,7 @@ CPUID_FLAGS = frozenset(flag for *_, flag, _ in _CPUID_BITS)
 
 # Where the flags of `cpu_report()` come from, when not from this machine: the environment variables.
 FLAGS_ENV = "COURSE_CPU_FLAGS"  # e.g. "avx2 fma": replaces the detected INT8 and half-float flags
-MASK_ENV = "COURSE_CPU_MASK"  # set by course_lib.tooling.cpumask.environment() with the mask it applies
+MASK_ENV = "COURSE_CPU_MASK"  # set by course_machinery.cpumask.environment() with the mask it applies
 # The flags COURSE_CPU_FLAGS can name (and replaces): the INT8 and half-float ones, and those CPUID gives.
 OVERRIDE_FLAGS = frozenset(
     [flag for flag, _ in INT8_FEATURES.values()] + list(HALF_FLOAT_FEATURES.values()) + list(CPUID_FLAGS)

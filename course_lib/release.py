@@ -7,7 +7,7 @@ A release is two files, published as the assets of a GitHub release (or on any w
 - `course-models.manifest.json`: the release's tag, each file's SHA-256 and size, and the
   archive's own SHA-256 and size.
 
-`python -m course_lib release` (course_lib/tooling/publish.py) writes both from the verified
+`python -m course_lib release` (course_machinery/publish.py) writes both from the verified
 cache, and writes the same manifest into the package as `course_lib/release.json`, which is
 committed with the release: an installed course then knows exactly which bytes to accept. This
 module is the other side: what a release is, its download (retried a few times when the

@@ -1,4 +1,4 @@
-"""The audit (`course_lib.audit`, `python -m course_lib audit`): its errors, its split, which
+"""The audit (`course_machinery.audit`, `python -m course_lib audit`): its errors, its split, which
 variants it plans, its decision (a pure function, on hand-made measurements), and the whole path
 on small hand-built models."""
 
@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from course_lib.audit import (
+from course_machinery.audit import (
     AuditError,
     Measured,
     audit,
@@ -24,8 +24,8 @@ from course_lib.audit import (
     read_samples,
     split_samples,
 )
-from course_lib.audit.candidates import WorkShares, plan_variants, work_shares
-from course_lib.audit.evaluate import batches_checked, float_quality, labelled_quality
+from course_machinery.audit.candidates import WorkShares, plan_variants, work_shares
+from course_machinery.audit.evaluate import batches_checked, float_quality, labelled_quality
 
 
 # ------------------------------------------------------------------------------------ models
@@ -408,7 +408,7 @@ def test_a_model_with_external_data_is_audited_into_files_that_load_and_nothing_
 
 
 def test_the_command_line_audits_a_conv_net_without_labels(tmp_path, capsys):
-    from course_lib.tooling.cli import main
+    from course_machinery.cli import main
 
     model = conv_net(tmp_path / "conv.onnx")
     np.savez(tmp_path / "x.npz", x=np.random.default_rng(0).random((100, 1, 8, 8), dtype=np.float32))
@@ -437,8 +437,8 @@ def test_the_command_line_audits_a_conv_net_without_labels(tmp_path, capsys):
 
 @pytest.mark.parametrize("external", [False, True])
 def test_qdq_loss_debug_proposes_layers_of_the_graph(tmp_path, external):
-    from course_lib.audit.candidates import Plan, build, sensitive_layers
     from course_lib.nodes import checked_node_names
+    from course_machinery.audit.candidates import Plan, build, sensitive_layers
 
     model = conv_net(tmp_path / "conv.onnx")
     if external:  # every weight in conv.onnx.data
@@ -470,7 +470,7 @@ def test_the_audit_bar_in_a_notebook_follows_its_growing_total_and_ends_green_wh
     import tqdm.auto
     import tqdm.notebook
 
-    from course_lib.audit.run import _Progress
+    from course_machinery.audit.run import _Progress
 
     # Every update drawn (tqdm draws at most every 0.1 s; an audit's steps take seconds).
     monkeypatch.setattr(tqdm.auto, "tqdm", functools.partial(tqdm.notebook.tqdm, mininterval=0))
@@ -512,7 +512,7 @@ def _wide_model(path, width: int = 1000):
 def test_calibration_batch_fits_the_calibrators_memory_to_the_model(tmp_path, monkeypatch):
     """Calibrating the text encoder 16 sentences at a time took 2.7 GB; the batch now comes from one
     row's float tensors (here 3 x 4,000 bytes), held about twice, against ROW_MEMORY."""
-    from course_lib.audit import candidates
+    from course_machinery.audit import candidates
 
     model = _wide_model(tmp_path / "wide.onnx")
     rows = {"x": np.ones((40, 1000), np.float32)}
@@ -537,8 +537,8 @@ def test_calibration_batch_fits_the_calibrators_memory_to_the_model(tmp_path, mo
 def test_pre_processing_leaves_only_its_output_even_when_symbolic_shapes_fail(tmp_path, monkeypatch):
     """ONNX Runtime saves a failed symbolic shape inference (sym_shape_infer_temp.onnx and a copy of
     the weights under a random name) in the working directory; relative paths must still work."""
-    from course_lib.audit import candidates
     from course_lib.pre_process import contrib_op_model
+    from course_machinery.audit import candidates
 
     monkeypatch.chdir(tmp_path)
     model = contrib_op_model(tmp_path / "inverse.onnx")  # an op symbolic shape inference does not know
@@ -586,7 +586,7 @@ def test_where_u8s8_can_saturate_the_audit_builds_reduce_range_files(tmp_path, m
 def test_clearly_faster_means_at_least_5_percent_over_the_whole_interval():
     """Lessons 02 and 05 ask `speedup_at_least(1.05)`: an interval from 1.02x is not enough, even
     though it lies wholly above 1.0x."""
-    from course_lib.audit.decide import MIN_SPEEDUP
+    from course_machinery.audit.decide import MIN_SPEEDUP
 
     assert MIN_SPEEDUP == 1.05
     d = decide([_m("a", speed=(1.08, 1.02, 1.12))], 32)
@@ -598,7 +598,7 @@ def test_clearly_faster_means_at_least_5_percent_over_the_whole_interval():
 
 
 def test_the_decision_reads_the_batch_you_serve():
-    from course_lib.audit.evaluate import serve_batch_checked
+    from course_machinery.audit.evaluate import serve_batch_checked
 
     fast_in_bulk = Measured("dyn", True, 0.99, 100, {1: (1.02, 0.97, 1.07), 32: (1.6, 1.5, 1.7)}, "")
     at_32 = decide([fast_in_bulk], 32)
@@ -617,7 +617,7 @@ def test_the_decision_reads_the_batch_you_serve():
 
 
 def test_the_command_line_decides_at_the_served_batch_and_says_so(tmp_path, capsys):
-    from course_lib.tooling.cli import main
+    from course_machinery.cli import main
 
     model = mlp(tmp_path / "mlp.onnx")
     np.savez(tmp_path / "x.npz", x=_rows(120))
@@ -634,7 +634,7 @@ def test_the_command_line_decides_at_the_served_batch_and_says_so(tmp_path, caps
 
 
 def test_outputs_to_compare_are_checked(tmp_path):
-    from course_lib.audit.evaluate import choose_outputs
+    from course_machinery.audit.evaluate import choose_outputs
 
     info = read_model(two_outputs(tmp_path / "two.onnx"))
     assert choose_outputs(info, None) == ["a"]
@@ -691,9 +691,9 @@ def test_padded_positions_are_left_out_of_the_cosine():
 
 
 def test_an_attention_mask_is_found_by_name_and_only_sequence_outputs_are_masked(tmp_path):
-    from course_lib.audit.evaluate import find_mask
-    from course_lib.audit.inputs import ModelInfo
     from course_lib.inputs import InputSpec
+    from course_machinery.audit.evaluate import find_mask
+    from course_machinery.audit.inputs import ModelInfo
 
     path = tmp_path / "m.onnx"
     graph = helper.make_graph(
@@ -732,7 +732,7 @@ def test_an_attention_mask_is_found_by_name_and_only_sequence_outputs_are_masked
 
 
 def test_the_metric_is_loaded_checked_and_decides_within_its_tolerance(tmp_path):
-    from course_lib.audit.evaluate import Rule, load_metric
+    from course_machinery.audit.evaluate import Rule, load_metric
 
     calls = []
 
@@ -784,7 +784,7 @@ def test_the_metric_is_loaded_checked_and_decides_within_its_tolerance(tmp_path)
 def test_activation_matmuls_are_found_from_the_graph(tmp_path):
     """Queries by keys and weights by values have no constant input; a weight that reaches its
     MatMul through a Transpose or a Constant node is still a weight."""
-    from course_lib.audit.candidates import activation_matmuls
+    from course_machinery.audit.candidates import activation_matmuls
 
     w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
     graph = helper.make_graph(
@@ -847,8 +847,8 @@ def test_the_printed_call_rebuilds_the_recommended_file(tmp_path, monkeypatch):
     """Each variant's quantizer call is data in audit.json (enums by name) and Python in the report;
     executed from the fp32 model, the recommended (dynamic) file's call writes the same graph, and so
     does a static variant's with the calibration rows fed to the reader it names."""
-    from course_lib.audit import evaluate, split_samples
-    from course_lib.audit.candidates import FeedReader, rebuild_code
+    from course_machinery.audit import evaluate, split_samples
+    from course_machinery.audit.candidates import FeedReader, rebuild_code
 
     monkeypatch.setattr(evaluate, "speed", _fixed_speed("dynamic"))
     (tmp_path / "given").mkdir()
@@ -891,7 +891,7 @@ def _openvino():
 
 
 def test_openvino_is_a_second_runtime_judged_and_timed_against_onnx_runtimes_fp32(tmp_path, monkeypatch):
-    from course_lib.audit import evaluate
+    from course_machinery.audit import evaluate
 
     _openvino()
     static = _static_u8s8()
@@ -934,8 +934,8 @@ def test_a_file_openvino_refuses_is_a_row_that_says_so(tmp_path):
     an AMX Xeon) becomes a row, and the file is compiled once more with f32 pinned."""
     from types import SimpleNamespace
 
-    from course_lib.audit import second_runtime
-    from course_lib.audit.evaluate import Rule, collect
+    from course_machinery.audit import second_runtime
+    from course_machinery.audit.evaluate import Rule, collect
 
     ov = _openvino()
     model = conv_net(tmp_path / "conv.onnx")

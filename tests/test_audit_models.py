@@ -21,7 +21,7 @@ OPSET = 18
 def short_timings(monkeypatch):
     """One second per speed comparison instead of six: these tests read what the audit built and
     judged, never a speed."""
-    from course_lib.audit import run
+    from course_machinery.audit import run
 
     monkeypatch.setattr(run, "SECONDS_PER_COMPARISON", 1.0)
 
@@ -58,7 +58,7 @@ def mobilenet(tmp_path_factory):
 
 
 def test_a_torchvision_mobilenet_with_depthwise_convolutions(mobilenet, tmp_path):
-    from course_lib.audit import audit
+    from course_machinery.audit import audit
 
     images = np.random.default_rng(0).standard_normal((100, 3, 64, 64)).astype(np.float32)
     result = audit(mobilenet, {"image": images}, batch=(4,), out=tmp_path / "out", progress=False)
@@ -134,8 +134,8 @@ def _sentences(n: int = 120, seed: int = 0) -> dict[str, np.ndarray]:
 def test_padded_positions_do_not_change_the_masked_comparison_of_a_real_encoder(bert):
     """Change every padded token: BERT's real positions do not see them (the attention mask), its
     padded positions do. The masked cosine between the two runs is 1; unmasked it is not."""
-    from course_lib.audit import read_model
-    from course_lib.audit.evaluate import Rule, collect, find_mask
+    from course_machinery.audit import read_model
+    from course_machinery.audit.evaluate import Rule, collect, find_mask
 
     feed = _sentences(40)
     other = dict(feed, input_ids=np.where(feed["attention_mask"] == 1, feed["input_ids"], 7))
@@ -155,8 +155,8 @@ def test_padded_positions_do_not_change_the_masked_comparison_of_a_real_encoder(
 
 
 def test_a_hugging_face_encoder_with_a_padded_attention_mask(bert, tmp_path):
-    from course_lib.audit import audit
-    from course_lib.audit.candidates import activation_matmuls
+    from course_machinery.audit import audit
+    from course_machinery.audit.candidates import activation_matmuls
 
     result = audit(bert, _sentences(), batch=(8,), out=tmp_path / "out", progress=False, output="all")
     assert (
@@ -226,7 +226,7 @@ def _rule_passes(figures: dict) -> bool:
 
 
 def test_output_chooses_what_the_rule_reads_and_all_judges_each(two_heads, tmp_path):
-    from course_lib.audit import audit
+    from course_machinery.audit import audit
 
     def run(output, folder):
         return audit(
@@ -255,8 +255,8 @@ def test_output_chooses_what_the_rule_reads_and_all_judges_each(two_heads, tmp_p
 def test_the_metric_hook_is_called_on_every_model_and_decides(two_heads, tmp_path, capsys):
     """A metric that reads `delta` fails dynamic INT8, which the cosine on `scores` passes; one that
     reads `scores` with a loose tolerance passes it where the rule on every output fails it."""
-    from course_lib.audit import audit
-    from course_lib.tooling.cli import main
+    from course_machinery.audit import audit
+    from course_machinery.cli import main
 
     calls = []
 

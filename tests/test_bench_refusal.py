@@ -13,7 +13,7 @@ from onnx import TensorProto
 from test_runtimes import RefusingCore, tiny_classifier
 
 from course_lib import measure, models, runtimes
-from course_lib.tooling import bench
+from course_machinery import bench
 
 S8S8, RETRY = "OpenVINO S8S8 per-channel", "OpenVINO S8S8 per-channel, f32 pinned (default refused)"
 

@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 import pytest
 
 from course_lib import measure, models, runtimes, text_encoder, variants
-from course_lib.tooling import bench, report
+from course_machinery import bench, report
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def test_the_table_shows_each_row_on_one_line_in_its_columns():
 
 
 def test_a_recorded_bench_result_is_found_and_shown_by_the_report(private_data_dir, tmp_path, monkeypatch):
-    import course_lib.tooling.cli as cli
+    import course_machinery.cli as cli
 
     monkeypatch.setattr(bench, "run", lambda config, out: _known_result())
     assert cli.bench(quick=True, out=tmp_path) == 0
@@ -678,7 +678,7 @@ def test_an_openvino_row_shows_its_precision_and_the_table_names_the_version():
 def test_the_bench_records_openvino_rows_and_the_report_sets_both_runtimes_beside_the_seed(
     private_data_dir, tmp_path, monkeypatch
 ):
-    import course_lib.tooling.cli as cli
+    import course_machinery.cli as cli
 
     monkeypatch.setattr(bench, "run", lambda config, out: _known_openvino_result())
     assert cli.bench(quick=False, out=tmp_path) == 0

@@ -28,9 +28,9 @@ import torch
 import course_lib.data as data
 from conftest import ROOT
 from course_lib import files, models, text_encoder
-from course_lib.tooling import bundle
-from course_lib.tooling.cli import main
-from course_lib.tooling.runner import execute_notebook, lesson_notebooks
+from course_machinery import bundle
+from course_machinery.cli import main
+from course_machinery.runner import execute_notebook, lesson_notebooks
 
 TOP = bundle.TOP
 PROBE = "course-bundle-probe"  # a tiny wheel that stands in for PyPI in the --wheels plumbing
@@ -131,7 +131,7 @@ def test_archive_matches_its_manifest_and_holds_course_data_and_models(made):
         assert expected <= names, sorted(expected - names)
     lessons = {f"notebooks/{p.name}" for p in lesson_notebooks(ROOT / "notebooks")}
     assert lessons and lessons <= names
-    assert {"course_lib/__init__.py", "course_lib/tooling/bundle.py", "pyproject.toml", "Makefile"} <= names
+    assert {"course_lib/__init__.py", "course_machinery/bundle.py", "pyproject.toml", "Makefile"} <= names
 
     # Fashion-MNIST where data.py looks first, and the very models `prepare` made, byte for byte.
     source = data.find_fashion_mnist(download=False)

@@ -1,11 +1,11 @@
-"""course_lib.checks: each exercise check passes the right answer and teaches on a typical wrong one."""
+"""course_machinery.checks: each exercise check passes the right answer and teaches on a typical wrong one."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from course_lib import checks
+from course_machinery import checks
 
 # ---------------------------------------------------------------------------------------------------
 # Lesson 02
@@ -250,7 +250,7 @@ def test_check_nbits_bytes(four_bit_matmul):
 # The "No answer yet" guard every check uses
 # ---------------------------------------------------------------------------------------------------
 def test_needs_answer_speaks_for_the_first_missing_argument_before_the_check_runs():
-    from course_lib.checks.result import CheckResult, needs_answer
+    from course_machinery.checks.result import CheckResult, needs_answer
 
     ran = []
 
@@ -274,7 +274,7 @@ def test_needs_answer_speaks_for_the_first_missing_argument_before_the_check_run
 
 
 def test_needs_answer_refuses_a_name_the_check_does_not_take_and_needs_one_wording():
-    from course_lib.checks.result import CheckResult, needs_answer
+    from course_machinery.checks.result import CheckResult, needs_answer
 
     with pytest.raises(
         ValueError, match="guards 'answer', which check_demo does not take; its arguments are guess"
@@ -330,7 +330,7 @@ def _bare_failures(path):
 def test_every_failed_check_goes_through_wrong_or_invalid():
     from pathlib import Path
 
-    import course_lib.checks as checks
+    import course_machinery.checks as checks
 
     folder = Path(checks.__file__).parent
     found = {p.name: _bare_failures(p) for p in sorted(folder.glob("lesson*.py"))}
@@ -343,7 +343,7 @@ def test_every_failed_check_goes_through_wrong_or_invalid():
 def test_wrong_refuses_a_message_that_gives_the_answer_away():
     import pytest
 
-    from course_lib.checks.result import gives_away, wrong
+    from course_machinery.checks.result import gives_away, wrong
 
     assert gives_away("Got 20, expected 21.", 21) == ["21"]
     assert gives_away("Got 0.5; the share is 12.50 % here.", 0.125) != []

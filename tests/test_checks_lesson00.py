@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course_lib import checks
 from course_lib.data import CLASS_NAMES, preprocess
+from course_machinery import checks
 
 
 # ---------------------------------------------------------------------------------------------------

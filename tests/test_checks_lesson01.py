@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course_lib import affine, checks
+from course_lib import affine
 from course_lib.explorers import error_study, sample_values
+from course_machinery import checks
 
 
 # ---------------------------------------------------------------------------------------------------

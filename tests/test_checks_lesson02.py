@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course_lib import checks
 from course_lib.kernels import Profile
+from course_machinery import checks
 
 OPSET = 17
 

@@ -17,7 +17,8 @@ from onnxruntime.quantization import (
     quantize_static,
 )
 
-from course_lib import checks, pre_process, scoring
+from course_lib import pre_process, scoring
+from course_machinery import checks
 
 
 class Rows(CalibrationDataReader):

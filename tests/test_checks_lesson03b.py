@@ -10,8 +10,9 @@ import pytest
 from onnxruntime.quantization import CalibrationMethod
 from test_checks_lesson03 import _classifier, _static
 
-from course_lib import checks, measure, scoring
-from course_lib.checks.result import gives_away
+from course_lib import measure, scoring
+from course_machinery import checks
+from course_machinery.checks.result import gives_away
 
 
 @pytest.fixture(scope="module")

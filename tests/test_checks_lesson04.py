@@ -9,7 +9,8 @@ import math
 
 import numpy as np
 
-from course_lib import checks, measure
+from course_lib import measure
+from course_machinery import checks
 
 # ---------------------------------------------------------------------------------------------------
 # Exercise 1: how many images an unpaired comparison would need

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course_lib import checks
+from course_machinery import checks
 
 
 # ---------------------------------------------------------------------------------------------------

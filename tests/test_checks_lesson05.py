@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from course_lib import checks
 from course_lib.measure import LatencyComparison
+from course_machinery import checks
 
 
 def comparison(speedup: float, low: float, high: float) -> LatencyComparison:

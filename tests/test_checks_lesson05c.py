@@ -9,8 +9,9 @@ from types import SimpleNamespace
 import pytest
 from test_runtimes import qdq_conv
 
-from course_lib import checks, runtimes
+from course_lib import runtimes
 from course_lib.measure import LatencyComparison
+from course_machinery import checks
 
 
 @pytest.fixture(scope="module")

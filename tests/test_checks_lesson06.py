@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from course_lib import checks
+from course_machinery import checks
 
 # ---------------------------------------------------------------------------------------------------
 # Lesson 06, exercise 2: the activations' share of A8W8's drift

@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from course_lib import checks
+from course_machinery import checks
 
 # ---------------------------------------------------------------------------------------------------
 # Exercise 1: the ceiling on the quantized kernels' gain

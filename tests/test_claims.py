@@ -7,9 +7,9 @@ import nbformat
 import numpy as np
 import pytest
 
-from course_lib import claims, reference, verdicts
 from course_lib.hardware import cpu_summary
-from course_lib.tooling.runner import claim_lines
+from course_machinery import claims, reference, verdicts
+from course_machinery.runner import claim_lines
 
 
 @pytest.fixture(autouse=True)
@@ -204,7 +204,7 @@ def test_all_of_reads_several_verdicts_as_one(verdicts, expected):
 def test_the_report_lists_every_sentence_that_did_not_hold_with_its_evidence(
     monkeypatch, private_data_dir, capsys
 ):
-    from course_lib.tooling import report
+    from course_machinery import report
 
     _book(monkeypatch)
     verdicts._FIGURES.clear()

@@ -34,8 +34,8 @@ def test_prepare_is_idempotent_and_says_what_it_did():
 
 
 def test_one_duration_style_everywhere():
-    from course_lib.tooling import cli
     from course_lib.units import format_duration
+    from course_machinery import cli
 
     assert cli._fmt_seconds is format_duration
     got = [format_duration(s) for s in (0.04, 7.0, 9.94, 10.4, 59.4, 59.6, 125.0, 3725.0)]
@@ -108,7 +108,7 @@ def test_run_executes_notebooks_and_prints_a_summary(tmp_path):
 
 
 def test_memory_watch_counts_processes_started_inside_it():
-    from course_lib.tooling.runner import MemoryWatch
+    from course_machinery.runner import MemoryWatch
 
     child = "import numpy, time; a = numpy.ones(300 * 1024 * 1024 // 8); time.sleep(1.0)"
     with MemoryWatch(interval=0.1) as watch:

@@ -1,4 +1,4 @@
-"""course_lib.tooling.cpumask: processes that see a smaller x86 CPU through CPUID, at native speed.
+"""course_machinery.cpumask: processes that see a smaller x86 CPU through CPUID, at native speed.
 
 The masked processes run for real here where the CPU can make CPUID fault (cpuid_fault) and gcc
 builds the library; elsewhere those tests are skipped and say why. What the masked ONNX Runtime
@@ -21,7 +21,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from course_lib import cpuid, hardware
-from course_lib.tooling import cpumask
+from course_machinery import cpumask
 
 UNAVAILABLE = cpumask.supported()
 needs_mask = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"CPUID mask unavailable: {UNAVAILABLE}")
@@ -104,7 +104,7 @@ def test_the_environment_puts_the_library_first_and_keeps_another_preload(monkey
 READ = """
     import json
     from course_lib import cpuid, hardware
-    from course_lib.tooling import cpumask
+    from course_machinery import cpumask
     flags = hardware.parse_cpuid(*cpuid.read())[1]
     proc = hardware.parse_proc_cpuinfo(open("/proc/cpuinfo").read())[1] & hardware.CPUID_FLAGS
     print(json.dumps({"cpuid": sorted(flags), "proc": sorted(proc), "source": hardware.cpu_report()["source"],

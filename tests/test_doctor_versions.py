@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 
-from course_lib.tooling import cli, doctor
+from course_machinery import cli, doctor
 
 DECLARED = [
     "numpy>=1.26",

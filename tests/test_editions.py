@@ -10,8 +10,8 @@ import nbformat
 import pytest
 
 from conftest import ROOT
-from course_lib.tooling import editions
-from course_lib.tooling.runner import NotebookRun, execute_notebook, lesson_notebooks
+from course_machinery import editions
+from course_machinery.runner import NotebookRun, execute_notebook, lesson_notebooks
 
 NOTEBOOKS = lesson_notebooks(ROOT / "notebooks")
 

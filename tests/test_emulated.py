@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from course_lib.claims import book_of, lessons_with_claims
-from course_lib.reference import REFERENCE_DIR, reference_runs
-from course_lib.tooling import emulated
-from course_lib.tooling.recording import sentence_ledgers
+from course_machinery import emulated
+from course_machinery.claims import book_of, lessons_with_claims
+from course_machinery.recording import sentence_ledgers
+from course_machinery.reference import REFERENCE_DIR, reference_runs
 
 ARM = {"x86": False, "arm": True, "vnni": False, "amx": False, "saturates": False}
 # Lesson 05's section 3 as the emulated Neoverse N1 measured it (every INT8 file fused)

@@ -10,8 +10,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from course_lib import calibration, measure
-from course_lib.audit import inputs as audit_inputs
 from course_lib.inputs import InputError, InputSpec, check_array
+from course_machinery.audit import inputs as audit_inputs
 
 SPEC = InputSpec("input", np.dtype(np.float32), ("N", 1, 4, 4))
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from course_lib.tooling import install
+from course_machinery import install
 
 
 @pytest.fixture

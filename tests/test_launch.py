@@ -18,8 +18,8 @@ import nbformat
 import pytest
 
 from conftest import ROOT
-from course_lib.tooling import launch
-from course_lib.tooling.runner import lesson_notebooks
+from course_machinery import launch
+from course_machinery.runner import lesson_notebooks
 
 NOTEBOOKS = lesson_notebooks(ROOT / "notebooks")
 
@@ -140,7 +140,7 @@ def _run_setup_cell(
                 calls.append(["mount", where])
                 pathlib.Path({str(drive.parent)!r}).mkdir(parents=True, exist_ok=True)
             colab.drive = types.SimpleNamespace(mount=mount)
-            import course_lib.colab as setup
+            import course_machinery.colab as setup
             from course_lib.models import registry
             setup.DRIVE_FOLDER = {str(drive)!r}
             def pip(command, say=print):
@@ -268,7 +268,7 @@ def test_the_drive_folder_of_an_earlier_lesson_is_used_without_asking(tmp_path):
 def test_colabs_preinstalled_versions_meet_the_course_and_are_kept():
     """The fixture's torch, torchvision and ipywidgets (Colab's, as the simulation uses them) meet
     pyproject.toml's ranges, so the setup keeps them; one below a floor is replaced, and said so."""
-    from course_lib import colab
+    from course_machinery import colab
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pins = dict(
@@ -299,7 +299,7 @@ def test_colabs_preinstalled_versions_meet_the_course_and_are_kept():
 
 
 def test_the_install_shows_each_download_and_what_it_installed(tmp_path):
-    from course_lib import colab
+    from course_machinery import colab
 
     fake = tmp_path / "fake_pip.py"
     fake.write_text(

@@ -1,5 +1,5 @@
-"""The library's two parts: what the lessons use (course_lib/) and the course's own tooling
-(course_lib/tooling/), imported in one direction only; and where the tooling's files go."""
+"""The course's two packages: the library the lessons use (course_lib/) and the course's own
+machinery (course_machinery/), imported in one direction only; and where the machinery's files go."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 import course_lib
 import course_lib.data as data
 from conftest import ROOT
-from course_lib.tooling import paths
+from course_machinery import paths
 
 PACKAGE = ROOT / "course_lib"
-TOOLING = "course_lib.tooling"
+MACHINERY = "course_machinery"
 
 
 def _module_name(path: Path) -> str:
@@ -25,7 +25,7 @@ def _module_name(path: Path) -> str:
 def _imported(tree: ast.AST, module: str, is_package: bool) -> list[tuple[int, str]]:
     """Every module an `import` or `from … import` in `tree` names, made absolute, with its line.
 
-    `from X import a` names X and X.a (a may be a submodule), so `from . import tooling` counts."""
+    `from X import a` names X and X.a (a may be a submodule), so `from . import claims` counts."""
     package = module if is_package else module.rpartition(".")[0]
     found = []
     for node in ast.walk(tree):
@@ -43,41 +43,47 @@ def _imported(tree: ast.AST, module: str, is_package: bool) -> list[tuple[int, s
     return found
 
 
-def _is_tooling(name: str) -> bool:
-    return name == TOOLING or name.startswith(TOOLING + ".")
+def _is_machinery(name: str) -> bool:
+    return name == MACHINERY or name.startswith(MACHINERY + ".")
 
 
 def test_the_imports_are_resolved_as_python_resolves_them():
-    source = "from . import tooling\nfrom ..tooling.cli import main\nimport course_lib.tooling.paths\nfrom .data import x"
-    found = {name for _, name in _imported(ast.parse(source), "course_lib.measure.results", False)}
-    assert {"course_lib.measure.tooling", "course_lib.tooling.cli", "course_lib.tooling.paths"} <= found
+    source = (
+        "from . import claims\nfrom ..claims import Book\nimport course_machinery.paths\nfrom .data import x"
+    )
+    found = {name for _, name in _imported(ast.parse(source), "course_machinery.checks.claims05", False)}
+    assert {"course_machinery.checks.claims", "course_machinery.claims", "course_machinery.paths"} <= found
     found = {name for _, name in _imported(ast.parse(source), "course_lib", True)}
-    assert {"course_lib.tooling", "course_lib.data"} <= found
+    assert {"course_lib.claims", "course_machinery.paths", "course_lib.data"} <= found
 
 
-def test_nothing_outside_tooling_imports_tooling():
-    """The library a learner reads never depends on the tooling that produces the course.
+def test_the_library_never_imports_the_machinery():
+    """The library a learner reads never depends on the machinery that checks and makes the course.
 
-    One exception: course_lib/__main__.py, the door `python -m course_lib` opens, which only calls
-    the tooling's command line (and is never imported by a lesson or a module)."""
+    Two doors, neither an import statement: course_lib/__main__.py (`python -m course_lib`, which
+    only calls the command line) and `cl.<name>` for the few machinery modules a lesson calls
+    (`_MACHINERY` in course_lib/__init__.py, imported by name when first used)."""
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         module = _module_name(path)
-        if _is_tooling(module) or path == PACKAGE / "__main__.py":
+        if path == PACKAGE / "__main__.py":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         offenders += [
             f"{path.relative_to(ROOT)}:{line} imports {name}"
             for line, name in _imported(tree, module, path.name == "__init__.py")
-            if _is_tooling(name)
+            if _is_machinery(name)
         ]
     assert offenders == [], "\n".join(offenders)
-    assert "tooling" not in course_lib._MODULES and "tooling" not in course_lib.__all__
+    machinery = ROOT / MACHINERY
+    for name in course_lib._MACHINERY:
+        assert (machinery / f"{name}.py").exists() or (machinery / name / "__init__.py").exists(), name
+    assert not set(course_lib._MACHINERY) & set(course_lib._MODULES)
 
 
-# Top-level files of the package that are no module of the library: the package itself, the door
-# `python -m course_lib` opens, and the course's own tooling (which no lesson imports).
-NOT_LIBRARY_MODULES = {"__init__", "__main__", "tooling"}
+# Top-level files of the package that are no module of the library: the package itself and the
+# door `python -m course_lib` opens.
+NOT_LIBRARY_MODULES = {"__init__", "__main__"}
 
 
 def test_every_module_of_the_library_is_in_its_one_list():
@@ -115,26 +121,30 @@ def test_the_entry_point_only_calls_the_command_line():
     tree = ast.parse((PACKAGE / "__main__.py").read_text(encoding="utf-8"))
     assert {name for _, name in _imported(tree, "course_lib.__main__", False)} == {
         "sys",
-        "course_lib.tooling.cli",
-        "course_lib.tooling.cli.main",
+        "course_machinery.cli",
+        "course_machinery.cli.main",
     }
 
 
 @pytest.mark.parametrize("source", sorted((ROOT / "notebooks" / "src").glob("*.py")), ids=lambda p: p.stem)
-def test_no_lesson_imports_tooling(source):
+def test_a_lesson_names_one_library(source):
+    """A lesson imports course_lib only; the machinery it calls it reaches as `cl.<name>`."""
     tree = ast.parse(source.read_text(encoding="utf-8"), str(source))
     imports = [
-        f"line {line}: {name}" for line, name in _imported(tree, "__main__", False) if _is_tooling(name)
+        f"line {line}: {name}" for line, name in _imported(tree, "__main__", False) if _is_machinery(name)
     ]
-    uses = [  # course_lib.tooling or cl.tooling, reached as an attribute
-        f"line {node.lineno}: {ast.unparse(node)}"
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute) and node.attr == "tooling"
-    ]
-    assert imports + uses == [], f"{source.name} reaches the course's tooling: {imports + uses}"
+    assert imports == [], f"{source.name} imports the course's machinery: {imports}"
 
 
-# ------------------------------------------------------------------ where the tooling's files go
+def test_the_machinery_a_lesson_calls_is_reached_through_the_library():
+    import course_machinery.checks
+
+    assert course_lib.checks is course_machinery.checks
+    assert course_lib.verify is course_lib.verdicts.verify
+    assert "colab" in course_lib.__all__ and "cli" not in course_lib.__all__
+
+
+# ------------------------------------------------------------------ where the machinery's files go
 def _fake_package(monkeypatch, folder: Path) -> None:
     package = folder / "course_lib"
     package.mkdir(parents=True)
@@ -176,6 +186,6 @@ def test_the_report_reads_results_without_importing_torch():
     import subprocess
     import sys
 
-    code = "import sys, course_lib.tooling.report; print('torch' in sys.modules)"
+    code = "import sys, course_machinery.report; print('torch' in sys.modules)"
     found = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "False"

@@ -10,9 +10,9 @@ import nbformat
 import pytest
 
 from conftest import ROOT
-from course_lib.reference import load_figures
-from course_lib.tooling import recording as reference
-from course_lib.tooling.runner import execute_notebook, lesson_notebooks
+from course_machinery import recording as reference
+from course_machinery.reference import load_figures
+from course_machinery.runner import execute_notebook, lesson_notebooks
 
 NOTEBOOKS = lesson_notebooks(ROOT / "notebooks")
 BINDER_MEMORY_BYTES = 2 * 1024**3

@@ -133,7 +133,7 @@ def test_binder_post_build_runs_in_a_fresh_virtual_environment(tmp_path):
 
     import course_lib.data as data
     import course_lib.release as release
-    from course_lib.tooling.publish import write_release
+    from course_machinery.publish import write_release
 
     repo = tmp_path / "repo"
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)

@@ -127,9 +127,9 @@ def typed_figures(source) -> list[tuple[str, str, str]]:
     """(lesson, figure, the sentence it is in) for every figure with a unit in a lesson's prose.
 
     A sentence marked as a quote, a setting or a definition (`<!-- quote -->`, `<!-- setting -->`,
-    `<!-- definition -->`: course_lib/tooling/sentences.py) may type its figures; a sentence bound to
+    `<!-- definition -->`: course_machinery/sentences.py) may type its figures; a sentence bound to
     a claim may not: its figures come from the run."""
-    from course_lib.tooling.sentences import sentences_of_markdown
+    from course_machinery.sentences import sentences_of_markdown
 
     lesson = source.name[:2]
     found = []

@@ -7,10 +7,9 @@ import json
 import pytest
 
 from conftest import ROOT
-from course_lib import reference
-from course_lib.reference import ReferenceRun
-from course_lib.tooling import notebooks
-from course_lib.tooling import recording as blocks
+from course_machinery import notebooks, reference
+from course_machinery import recording as blocks
+from course_machinery.reference import ReferenceRun
 
 ZEN3 = ReferenceRun(
     cpu_class="amd-epyc-avx2-only",
@@ -105,7 +104,7 @@ def test_stored_runs_come_from_distinct_cpu_classes_with_their_provenance():
     assert len({r.cpu_class for r in runs}) == len(runs)
     for run in runs:
         assert run.label and run.commit and run.source and run.figures
-        path = ROOT / "course_lib" / "reference_runs" / f"{run.cpu_class}.json"
+        path = ROOT / "course_machinery" / "reference_runs" / f"{run.cpu_class}.json"
         assert json.loads(path.read_text())["cpu_class"] == run.cpu_class
 
 
@@ -273,7 +272,7 @@ def test_the_stored_runs_contradict_no_current_sentence():
 def test_a_stale_verdict_is_never_counted_for_the_sentence_as_it_reads_now():
     """A stored run's verdict on an earlier version of a sentence (another fingerprint) is not a
     verdict on the sentence now: `reference check` counts it as not checked since it changed."""
-    from course_lib.claims import book_of, lessons_with_claims
+    from course_machinery.claims import book_of, lessons_with_claims
 
     sentence = next(iter(book_of(lessons_with_claims()[0]).sentences.values()))
     record = {"verdict": "held", "fingerprint": sentence.fingerprint, "evidence": "x"}
@@ -302,8 +301,8 @@ def test_a_stale_verdict_is_never_counted_for_the_sentence_as_it_reads_now():
 def test_recording_keeps_the_claims_and_a_masked_run_stands_in_for_its_class(
     tmp_path, private_data_dir, monkeypatch
 ):
-    from course_lib import claims
     from course_lib.measure import results
+    from course_machinery import claims
 
     root = tmp_path / "course"
     (root / "notebooks" / "src").mkdir(parents=True)
@@ -354,7 +353,7 @@ def test_recording_keeps_the_claims_and_a_masked_run_stands_in_for_its_class(
 
 
 def test_an_extra_ledger_is_stored_beside_the_runs(tmp_path, private_data_dir):
-    from course_lib import claims
+    from course_machinery import claims
 
     root = tmp_path / "course"
     (root / "notebooks" / "src").mkdir(parents=True)

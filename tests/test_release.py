@@ -20,8 +20,8 @@ import course_lib.models as models
 import course_lib.models.pipeline as pipeline
 import course_lib.models.store as store
 import course_lib.release as release
-import course_lib.tooling.bundle as bundle
-from course_lib.tooling.publish import write_release
+import course_machinery.bundle as bundle
+from course_machinery.publish import write_release
 
 NAME = "moons_mlp"
 REPOSITORY = "https://github.com/example/onnx-quant-course"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import course_lib.tooling.bench as bench
+import course_machinery.bench as bench
 from conftest import ROOT
-from course_lib.tooling import keys, report
+from course_machinery import keys, report
 
 ANY = None  # a lesson, model or variant that is not a literal string: any value matches
 
@@ -140,10 +140,10 @@ def writes_in(path: Path, namespace: dict | None = None) -> list[Write]:
 
 # The lessons record their results from their claims modules (`@book.end`), a few from the lesson itself.
 LESSONS = sorted((ROOT / "notebooks" / "src").glob("*.py")) + sorted(
-    (ROOT / "course_lib" / "checks").glob("claims*.py")
+    (ROOT / "course_machinery" / "checks").glob("claims*.py")
 )
 WRITES = [w for path in LESSONS for w in writes_in(path)] + writes_in(
-    ROOT / "course_lib" / "tooling" / "bench.py", vars(bench)
+    ROOT / "course_machinery" / "bench.py", vars(bench)
 )
 
 

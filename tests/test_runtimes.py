@@ -252,7 +252,8 @@ def _run_lesson_05c(tmp_path, monkeypatch):
 
     import course_lib as cl
     from conftest import ROOT
-    from course_lib import claims, variants
+    from course_lib import variants
+    from course_machinery import claims
 
     fp32 = tiny_classifier(tmp_path / "fp32.onnx")
     paths = {
@@ -283,8 +284,8 @@ def _run_lesson_05c(tmp_path, monkeypatch):
 def test_lesson_05c_runs_without_openvino(private_data_dir, tmp_path, monkeypatch, capsys):
     """Without the package, lesson 05c runs top to bottom (saying how to install it), and every
     sentence that needs OpenVINO reads "not measured here" with that reason, never unsettled."""
-    from course_lib import checks
-    from course_lib.checks.claims05c import NOT_INSTALLED, book
+    from course_machinery import checks
+    from course_machinery.checks.claims05c import NOT_INSTALLED, book
 
     monkeypatch.setitem(sys.modules, "openvino", None)  # what Python does for a module it cannot import
     namespace, tables, verdicts, recorded = _run_lesson_05c(tmp_path, monkeypatch)
@@ -387,7 +388,7 @@ def test_lesson_05c_survives_a_refusal(private_data_dir, core, tmp_path, monkeyp
     as 2026.4.1 did on an AMX Xeon. Lesson 05c runs on, shows the refusal, retries the file with f32
     pinned and measures the retry; a sentence that needs the refused run reads "not measured here" with
     the reason (the retry does not stand in for it: on the AMX Xeon its convolutions ran on f32 kernels)."""
-    from course_lib.reference import load_figures
+    from course_machinery.reference import load_figures
 
     openvino = runtimes.require_openvino()
     monkeypatch.setattr(openvino, "Core", lambda: RefusingCore(core, "s8s8.onnx", also_pinned))

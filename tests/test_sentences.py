@@ -1,5 +1,5 @@
 """Every sentence of a lesson that states a result is bound to the claim that checks it, and every
-claim can fail (course_lib/tooling/sentences.py, course_lib/claims.py)."""
+claim can fail (course_machinery/sentences.py, course_machinery/claims.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import jupytext
 import pytest
 
 from conftest import ROOT
-from course_lib.claims import Book, book_of, faster, lessons_with_claims, noise
-from course_lib.reference import reference_runs
-from course_lib.tooling.sentences import (
+from course_machinery.claims import Book, book_of, faster, lessons_with_claims, noise
+from course_machinery.reference import reference_runs
+from course_machinery.sentences import (
     bound_claims,
     can_fail,
     constant_verdicts,
@@ -102,7 +102,7 @@ def test_a_quote_must_name_its_source():
 def test_every_sentence_that_states_a_result_is_bound(source):
     found = unbound(source)
     assert found == [], (
-        f"{source.name}: bind these to a claim, or mark them (course_lib/tooling/sentences.py):\n"
+        f"{source.name}: bind these to a claim, or mark them (course_machinery/sentences.py):\n"
         + "\n".join(f"  {why}: {s.text[:140]}" for s, why in found)
     )
 
@@ -150,7 +150,7 @@ def test_checks_stay_out_of_the_teaching_cells(source):
 # --------------------------------------------------------------------------------------------
 def _stored_figures(sentence):
     """A stored run's figures that the sentence's rule reads without a missing figure."""
-    from course_lib.claims import Figures, MissingFigure, NotMeasured
+    from course_machinery.claims import Figures, MissingFigure, NotMeasured
 
     for run in reference_runs():
         figures = run.figures.get(sentence.lesson, {})
@@ -221,7 +221,7 @@ def test_the_size_word_check_catches_a_planted_sentence():
 
     @book.sentence("1", "a-few-right", "A few channels hold the outliers", depends="weights")
     def _(f):
-        from course_lib.claims import a_few
+        from course_machinery.claims import a_few
 
         return a_few(f["channels"])
 

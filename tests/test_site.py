@@ -20,8 +20,8 @@ import nbformat
 import pytest
 
 from conftest import ROOT
-from course_lib.tooling.runner import execute_notebook, lesson_notebooks
-from course_lib.tooling.site import (
+from course_machinery.runner import execute_notebook, lesson_notebooks
+from course_machinery.site import (
     NOTE_CLASS,
     STATE_MIME,
     VIEW_MIME,
@@ -338,9 +338,7 @@ def test_site_command_runs_stale_lessons_first_and_reuses_fresh_ones(tmp_path):
     sources, build, out = tmp_path / "notebooks", tmp_path / "build", tmp_path / "site"
     sources.mkdir()
     nbformat.write(nbformat.v4.new_notebook(cells=TINY_LESSON), sources / "00_tiny.ipynb")
-    code = (
-        "import sys; from course_lib.tooling.cli import site; sys.exit(site(None, *map(Path, sys.argv[1:])))"
-    )
+    code = "import sys; from course_machinery.cli import site; sys.exit(site(None, *map(Path, sys.argv[1:])))"
 
     def site_command():
         return subprocess.run(

@@ -25,7 +25,7 @@ from packaging.specifiers import SpecifierSet
 from conftest import ROOT
 from course_lib import data, release, text_encoder
 from course_lib.models import architectures, export, store, training
-from course_lib.tooling import cli, launch
+from course_machinery import cli, launch
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 CI = ROOT / ".ci"

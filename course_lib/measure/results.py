@@ -49,7 +49,7 @@ def _fingerprint() -> dict:
         "logical_cores": cpu["logical_cores"],
         "physical_cores": physical_cores(),
         "int8_features": sorted(name for name, present in cpu["features"].items() if present),
-        # Set when the CPU's features are masked to another class's (course_lib.tooling.cpumask):
+        # Set when the CPU's features are masked to another class's (course_machinery.cpumask):
         # then the figures stand in for that class, the timings for none.
         "cpu_mask": os.environ.get("COURSE_CPU_MASK", ""),
         "versions": library_versions(),
