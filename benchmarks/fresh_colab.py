@@ -49,8 +49,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from course_lib import data, hardware, release  # noqa: E402
-from course_machinery import bundle, colab, launch, runner  # noqa: E402
+from course_lib import data, hardware  # noqa: E402
+from course_machinery import (  # noqa: E402
+    bundle,
+    colab,
+    launch,
+    release,  # noqa: E402
+    runner,
+)
 
 PREINSTALLED = ROOT / "tests" / "fixtures" / "colab_preinstalled.txt"
 BASES = ROOT / "build" / "fresh-colab"

@@ -25,7 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from course_lib import data, hardware, measure, variants  # noqa: E402
+from course_lib import data, hardware, measure
+from course_machinery import variants  # noqa: E402
 
 STANDALONE = r"""
 import json, sys

@@ -7,9 +7,10 @@ written from it); each is reached as `cl.<name>` after `import course_lib as cl`
 
 The course's own machinery (the sentences' claims and their check cells, the exercises' checks,
 the reference runs, the audit, Colab's setup, the command line and everything that makes the
-course) lives in the package `course_machinery`, beside this one: it is not lesson material. The
-few of its modules a lesson calls are reached from here as well (`cl.verify`, `cl.checks`, listed
-in `_MACHINERY`), so a lesson imports one library; nothing in course_lib imports it otherwise.
+course, and where the models come from: their training, export, cache and release) lives in the
+package `course_machinery`, beside this one: it is not lesson material. The few of its modules a
+lesson calls are reached from here as well (`cl.verify`, `cl.models.get`, listed in `_MACHINERY`),
+so a lesson imports one library; nothing in course_lib imports it otherwise.
 """
 
 import importlib
@@ -21,11 +22,6 @@ import importlib
 # pays the 0.5 GB that importing torch costs here. Binder gives a notebook about 2 GB.
 _MODULES = {
     "data": "Fashion-MNIST (sources, checksums, one preprocessing, splits), two moons, data directory",
-    "models": "every model by name, `models.get(name)`: the demo models, the text encoder, the NanoGPT; "
-    "their verified cache (readable without torch), training, export (a package)",
-    "release": "a published release: its archive's download and reading, each file checked by SHA-256",
-    "text_encoder": "all-MiniLM-L6-v2: its published weights, the ONNX export, tokenized sentences, embeddings",
-    "nanogpt": "lesson 07's character-level GPT on the stdlib's source: trained here, cached, exported",
     "affine": "the INT8 encoding itself: scale, zero point, rounding as ONNX Runtime does it, error bounds",
     "integers": "the codes after encoding: int4 packed two per byte, an integer matmul as QLinearMatMul "
     "computes it, AVX2's 16-bit pair sums, im2col",
@@ -33,7 +29,6 @@ _MODULES = {
     "calibration": "CalibrationDataReaders that check what they feed (ArrayReader, DatasetReader), ranges",
     "pre_process": "`quant_pre_process` step by step, and a model its shape inference cannot read",
     "scoring": "one quantized classifier against fp32 on a test set: parity, size, speed, saturation",
-    "variants": "the ResNet18's INT8 variants (lessons 02-03's quantizer settings), built in one call",
     "measure": "model facts, sessions and logits, latency, peak memory, parity, the results store (a package)",
     "hardware": "the CPU features that matter for INT8, ONNX Runtime's providers",
     "cpuid": "the CPUID instruction itself (x86-64), which the runtimes' kernels follow",
@@ -48,13 +43,22 @@ _MODULES = {
     "names": "the names models and results are filed under (imports no torch)",
 }
 # The machinery's modules a lesson calls, reached as `cl.<name>` (`from course_lib import colab`):
-# their code is in course_machinery/, which says it is not lesson material.
+# their code is in course_machinery/, which says it is not lesson material: the check cells and the
+# exercises' checks, the audit, Colab's setup, and where the models come from (their registry,
+# training, export and verified cache, the release download, the text encoder's published weights,
+# the NanoGPT, the ResNet18's INT8 variants built in one call).
 _MACHINERY = {
     "checks": "the exercises' self-checks: each says whether an answer is right and, if not, why",
     "claims": "a lesson's sentence about a result, and the rule that checks it on a run's figures",
     "verdicts": "the check cell (`verify`): a section's sentences checked here, beside the reference CPUs",
     "audit": "the course's method on any ONNX model (`python -m course_lib audit`, lesson 07)",
     "colab": "a lesson's setup on Colab: Drive, the install beside Colab's own PyTorch, the lesson's models",
+    "models": "every model by name, `models.get(name)`: the demo models, the text encoder, the NanoGPT; "
+    "their verified cache (readable without torch), training, export (a package)",
+    "release": "a published release: its archive's download and reading, each file checked by SHA-256",
+    "text_encoder": "all-MiniLM-L6-v2: its published weights, the ONNX export, tokenized sentences, embeddings",
+    "nanogpt": "lesson 07's character-level GPT on the stdlib's source: trained here, cached, exported",
+    "variants": "the ResNet18's INT8 variants (lessons 02-03's quantizer settings), built in one call",
 }
 # Names re-exported at the top (`cl.load_split`), by the module that defines them.
 _NAMES = {

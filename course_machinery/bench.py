@@ -28,9 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-from course_lib import data, measure, models, runtimes, text_encoder
+from course_lib import data, measure, runtimes
 from course_lib.units import megabytes
-from course_lib.variants import BEST_RESNET, RESNET_VARIANTS, build_resnet_variants, production_resnet_variant
+from course_machinery import models, text_encoder
+from course_machinery.variants import (
+    BEST_RESNET,
+    RESNET_VARIANTS,
+    build_resnet_variants,
+    production_resnet_variant,
+)
 
 from . import keys
 from .paths import BUILD

@@ -46,8 +46,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_lib import release
 from course_lib.files import sha256_file
+from course_machinery import release
 
 from .paths import BUILD, ROOT
 
@@ -173,7 +173,7 @@ def _model_entries() -> tuple[list[Entry], dict]:
     Only verified cache entries go in, so the unpacked copy never trains or exports anything.
     The results store and lock files live elsewhere and are left out.
     """
-    from course_lib import models, text_encoder
+    from course_machinery import models, text_encoder
 
     entries: list[Entry] = []
     summary: dict = {}

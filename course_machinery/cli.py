@@ -57,7 +57,8 @@ def _source_line(meta: dict) -> str:
 
 def prepare(progress: bool = True, archive: Path | None = None) -> dict:
     """Make data, trained models and ONNX files available; say what was done and how long it took."""
-    from course_lib import data, models
+    from course_lib import data
+    from course_machinery import models
 
     report: dict = {"steps": []}
     t_all = time.perf_counter()
@@ -119,7 +120,8 @@ def doctor() -> int:
     """Print the environment report; return 0 if everything the course needs is there, else 1."""
     import platform
 
-    from course_lib import data, hardware, models, release
+    from course_lib import data, hardware
+    from course_machinery import models, release
 
     from .doctor import requirement_status
 
@@ -321,7 +323,7 @@ def bench(quick: bool = False, out: Path = BUILD / "bench") -> int:
 
 def make_release(out: Path = BUILD / "release", package_file: bool = True) -> int:
     """Write the release's files from the verified cache; print their sizes and what to upload where."""
-    from course_lib import release
+    from course_machinery import release
 
     from .publish import write_release
 
@@ -345,7 +347,7 @@ def make_release(out: Path = BUILD / "release", package_file: bool = True) -> in
 
 def bundle(out: Path = BUILD / "onnx-quant-course-bundle.zip", wheels: bool = False) -> int:
     """Write the offline bundle; print its path, size and file count (or why it cannot be made)."""
-    from course_lib import release
+    from course_machinery import release
 
     from . import bundle as course_bundle
 

@@ -201,7 +201,7 @@ def data_directory(
 
 def gpu_offer(names: Sequence[str]) -> str:
     """What to say before training `names` on a runtime without a GPU ('' where there is one)."""
-    from course_lib.models.training import training_device
+    from course_machinery.models.training import training_device
 
     if training_device().type == "cuda":
         return ""
@@ -217,8 +217,8 @@ def get_models(names: Sequence[str], fashion: bool, say: Say = print) -> dict:
     """Fashion-MNIST (when `fashion`) and the demo models `names`, each saying where it came from;
     one look at the release for the missing ones, which installs those alone."""
     from course_lib import data
-    from course_lib.models import pipeline
-    from course_lib.models.registry import cache_status
+    from course_machinery.models import pipeline
+    from course_machinery.models.registry import cache_status
 
     if fashion:
         say("Fashion-MNIST from:", data.find_fashion_mnist(download=True).kind)

@@ -70,8 +70,8 @@ def stage(folder: Path | None = None) -> Path:
     the lessons fed them, into `folder` (default data/emulated/ in the repository: the emulated root
     sees only the repository)."""
     import course_lib as cl
-    from course_lib import text_encoder as te
-    from course_lib import variants
+    from course_machinery import text_encoder as te
+    from course_machinery import variants
     from course_machinery.checks.claims06 import DYNAMIC, FOUR_BIT
 
     folder = Path(folder or stage_dir())

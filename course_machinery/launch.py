@@ -122,7 +122,7 @@ def lesson_extras(notebook: str) -> tuple[str, ...]:
 # What a lesson uses, read from its code: the setup cell gets that and nothing else
 # --------------------------------------------------------------------------------------------
 # A demo model is used where the lesson's code names it, or calls a helper built on it
-# (course_lib.variants builds the ResNet18's INT8 variants).
+# (course_machinery.variants builds the ResNet18's INT8 variants).
 MODEL_USES = {
     "moons_mlp": re.compile(r"[\"']moons_mlp[\"']"),
     "fashion_resnet18": re.compile(

@@ -1,6 +1,6 @@
-"""Writing a release: `python -m course_lib release`, the maintainers' side of course_lib/release.py.
+"""Writing a release: `python -m course_lib release`, the maintainers' side of course_machinery/release.py.
 
-From the verified cache it writes the two files of a release (see course_lib/release.py for what
+From the verified cache it writes the two files of a release (see course_machinery/release.py for what
 they hold and how an installed course verifies and installs them):
 
 - `course-models.tar`: `MANIFEST.json`, then `models/<name>/weights.pt`, `meta.json` and
@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from course_lib.files import atomic_write, sha256_file
-from course_lib.release import (
+from course_machinery.release import (
     ASSET,
     FORMAT,
     INNER_MANIFEST,
@@ -56,7 +56,7 @@ def write_release(
 ) -> Release:
     """Write the release's two files into `out` from the verified cache (preparing what is missing),
     and its manifest into `package_file` (course_lib/release.json; None: not written)."""
-    from course_lib import models
+    from course_machinery import models
 
     names = list(names)
     out = Path(out)

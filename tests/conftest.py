@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def private_data_dir(tmp_path, monkeypatch):
     """An empty course data directory for this test alone, and no published release to download
     (tests that download start their own server and release)."""
-    import course_lib.release as release
+    import course_machinery.release as release
 
     d = tmp_path / "course-data"
     d.mkdir()

@@ -12,8 +12,8 @@ import pytest
 from onnx import TensorProto
 from test_runtimes import RefusingCore, tiny_classifier
 
-from course_lib import measure, models, runtimes
-from course_machinery import bench
+from course_lib import measure, runtimes
+from course_machinery import bench, models
 
 S8S8, RETRY = "OpenVINO S8S8 per-channel", "OpenVINO S8S8 per-channel, f32 pinned (default refused)"
 

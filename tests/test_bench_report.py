@@ -10,8 +10,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from course_lib import measure, models, runtimes, text_encoder, variants
-from course_machinery import bench, report
+from course_lib import measure, runtimes
+from course_machinery import bench, models, report, text_encoder, variants
 
 
 @pytest.fixture(scope="module")

@@ -27,8 +27,8 @@ import torch
 
 import course_lib.data as data
 from conftest import ROOT
-from course_lib import files, models, text_encoder
-from course_machinery import bundle
+from course_lib import files
+from course_machinery import bundle, models, text_encoder
 from course_machinery.cli import main
 from course_machinery.runner import execute_notebook, lesson_notebooks
 
@@ -210,8 +210,8 @@ import socket
 from pathlib import Path
 
 import course_lib.data as _data
-import course_lib.models.export as _export
-import course_lib.models.registry as _registry
+import course_machinery.models.export as _export
+import course_machinery.models.registry as _registry
 
 
 def _forbidden(what):
@@ -241,7 +241,7 @@ REPORT = f"""\
 import json, os
 import course_lib
 import course_lib.data as _data
-import course_lib.models as _models
+import course_machinery.models as _models
 
 _source = _data.find_fashion_mnist(download=False)
 print({MARK!r} + json.dumps({{

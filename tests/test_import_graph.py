@@ -4,7 +4,7 @@ circle). Imports under `if TYPE_CHECKING:` are not edges: they never run.
 
 Each module's source is parsed with `ast`; every Import and ImportFrom anywhere in the file is an
 edge, relative imports resolved against the package. The implicit import of a parent package
-(importing `course_lib.models` runs `course_lib/__init__.py` first) is not an edge: every module
+(importing `course_machinery.models` runs `course_lib/__init__.py` first) is not an edge: every module
 would otherwise sit in a circle with the package that re-exports it.
 """
 
@@ -17,13 +17,13 @@ import course_lib
 
 PACKAGE = Path(course_lib.__file__).parent
 PIPELINE = (
-    "course_lib.models",
-    "course_lib.models.store",
-    "course_lib.models.catalog",
-    "course_lib.models.pipeline",
-    "course_lib.release",
-    "course_lib.text_encoder",
-    "course_lib.nanogpt",
+    "course_machinery.models",
+    "course_machinery.models.store",
+    "course_machinery.models.catalog",
+    "course_machinery.models.pipeline",
+    "course_machinery.release",
+    "course_machinery.text_encoder",
+    "course_machinery.nanogpt",
 )
 
 
@@ -89,18 +89,20 @@ def test_the_graph_sees_imports_inside_functions():
     graph = import_graph()
     # store.py imports `data` at the top and `pipeline` nowhere; release.py reads the cache; the
     # pipeline imports `registry`, `export` and `estimate` inside its functions only.
-    assert "course_lib.data" in graph["course_lib.models.store"]
-    assert "course_lib.models.store" in graph["course_lib.release"]
+    assert "course_lib.data" in graph["course_machinery.models.store"]
+    assert "course_machinery.models.store" in graph["course_machinery.release"]
     assert {
-        "course_lib.models.registry",
-        "course_lib.models.export",
-        "course_lib.models.estimate",
-        "course_lib.release",
-        "course_lib.models.store",
-    } <= graph["course_lib.models.pipeline"]
+        "course_machinery.models.registry",
+        "course_machinery.models.export",
+        "course_machinery.models.estimate",
+        "course_machinery.release",
+        "course_machinery.models.store",
+    } <= graph["course_machinery.models.pipeline"]
     # `get` reaches the text encoder and the NanoGPT inside its function, and they use the store.
-    assert {"course_lib.text_encoder", "course_lib.nanogpt"} <= graph["course_lib.models.catalog"]
-    assert "course_lib.models.store" in graph["course_lib.text_encoder"]
+    assert {"course_machinery.text_encoder", "course_machinery.nanogpt"} <= graph[
+        "course_machinery.models.catalog"
+    ]
+    assert "course_machinery.models.store" in graph["course_machinery.text_encoder"]
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -141,7 +141,7 @@ def _run_setup_cell(
                 pathlib.Path({str(drive.parent)!r}).mkdir(parents=True, exist_ok=True)
             colab.drive = types.SimpleNamespace(mount=mount)
             import course_machinery.colab as setup
-            from course_lib.models import registry
+            from course_machinery.models import registry
             setup.DRIVE_FOLDER = {str(drive)!r}
             def pip(command, say=print):
                 constraints = pathlib.Path(command[command.index("--constraint") + 1]).read_text()
@@ -156,8 +156,8 @@ def _run_setup_cell(
                 return train(name, *args, **kw)
             registry.train_and_cache = recorded
             if {no_release!r}:
-                import course_lib.release
-                course_lib.release.published = lambda *a, **k: None
+                import course_machinery.release
+                course_machinery.release.published = lambda *a, **k: None
         exec(compile({cell!r}, "setup-cell", "exec"))
         print("CALLS", json.dumps(calls))
         print("IMPORTED", "course_lib" in sys.modules)

@@ -13,10 +13,10 @@ import torch
 
 import course_lib.data as data
 import course_lib.files as files
-import course_lib.models as models
-import course_lib.models.pipeline as pipeline
-import course_lib.models.store as store
-import course_lib.models.training as training
+import course_machinery.models as models
+import course_machinery.models.pipeline as pipeline
+import course_machinery.models.store as store
+import course_machinery.models.training as training
 
 
 class Log(list):

@@ -12,10 +12,10 @@ import json
 import onnxruntime as ort
 import pytest
 
-import course_lib.models as models
-import course_lib.nanogpt as ng
+import course_machinery.models as models
+import course_machinery.nanogpt as ng
 from course_lib.files import sha256_file
-from course_lib.models import store
+from course_machinery.models import store
 
 TINY = ng.NanoGPTRecipe(
     config=ng.GPTConfig(context=16, n_layer=1, n_head=2, n_embd=16),

@@ -18,8 +18,8 @@ import pytest
 import torch
 from onnx import TensorProto, helper
 
-import course_lib.models as models
-import course_lib.nanogpt as ng
+import course_machinery.models as models
+import course_machinery.nanogpt as ng
 from course_lib.files import sha256_file
 
 TINY = ng.NanoGPTRecipe(

@@ -87,7 +87,7 @@ assert entry["file"]["sha256"] == files.sha256_file(model)
 assert measure.load_results(lesson="99") == [entry]
 assert "torch" not in sys.modules, "torch was imported"
 
-from course_lib.models import architectures  # defines the networks: imports torch
+from course_machinery.models import architectures  # defines the networks: imports torch
 assert "torch" in sys.modules  # the check above can see torch
 import torch
 
@@ -132,7 +132,7 @@ def test_binder_post_build_runs_in_a_fresh_virtual_environment(tmp_path):
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
     import course_lib.data as data
-    import course_lib.release as release
+    import course_machinery.release as release
     from course_machinery.publish import write_release
 
     repo = tmp_path / "repo"

@@ -14,8 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from course_lib import models, qat  # noqa: E402
-from course_machinery import checks  # noqa: E402
+from course_lib import qat  # noqa: E402
+from course_machinery import checks, models  # noqa: E402
 
 
 def _resnet(seed: int = 0) -> nn.Module:

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 import course_lib.files as files
-import course_lib.models as models
-import course_lib.models.pipeline as pipeline
-import course_lib.models.store as store
-import course_lib.release as release
 import course_machinery.bundle as bundle
+import course_machinery.models as models
+import course_machinery.models.pipeline as pipeline
+import course_machinery.models.store as store
+import course_machinery.release as release
 from course_machinery.publish import write_release
 
 NAME = "moons_mlp"

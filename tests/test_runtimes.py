@@ -252,8 +252,7 @@ def _run_lesson_05c(tmp_path, monkeypatch):
 
     import course_lib as cl
     from conftest import ROOT
-    from course_lib import variants
-    from course_machinery import claims
+    from course_machinery import claims, variants
 
     fp32 = tiny_classifier(tmp_path / "fp32.onnx")
     paths = {

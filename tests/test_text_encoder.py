@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from course_lib import files, measure, models
-from course_lib import text_encoder as te
+from course_lib import files, measure
+from course_machinery import models
+from course_machinery import text_encoder as te
 
 
 @pytest.fixture(scope="module")

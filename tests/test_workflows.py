@@ -23,9 +23,9 @@ import yaml
 from packaging.specifiers import SpecifierSet
 
 from conftest import ROOT
-from course_lib import data, release, text_encoder
-from course_lib.models import architectures, export, store, training
-from course_machinery import cli, launch
+from course_lib import data
+from course_machinery import cli, launch, release, text_encoder
+from course_machinery.models import architectures, export, store, training
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 CI = ROOT / ".ci"

@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 from onnxruntime.quantization import CalibrationDataReader
 
-from course_lib.variants import quant_types
+from course_machinery.variants import quant_types
 
 _WEIGHTED = ("Conv", "MatMul", "Gemm")
 

@@ -30,7 +30,7 @@ from ..claims import (
 
 book = Book("05")
 
-# The variants of course_lib.variants.RESNET_VARIANTS, by the short key their figures carry.
+# The variants of course_machinery.variants.RESNET_VARIANTS, by the short key their figures carry.
 KEYS = {
     "dynamic (QUInt8)": "dynamic",
     "static U8S8 per-channel": "u8s8_pc",
@@ -168,7 +168,7 @@ def _(paths: dict, parities: dict, memory: dict | None, timed: dict | None) -> d
     changes = [parities[n].compare(parities["fp32"], "accuracy") for n in names]
     widths = [100 * (high - low) for low, high in (parities[n].accuracy_interval() for n in paths)]
     fp32_bytes = os.path.getsize(paths["fp32"])
-    from course_lib.variants import production_resnet_variant
+    from course_machinery.variants import production_resnet_variant
 
     best = production_resnet_variant()
     out = {

@@ -317,7 +317,8 @@ def _(candidates: dict, quality: dict, speed: dict, memory: dict, resnet: dict) 
     table when the lesson runs again."""
     from pathlib import Path
 
-    from course_lib import measure, models
+    from course_lib import measure
+    from course_machinery import models
 
     fp32 = models.get(TEXT_ENCODER).onnx_files["optimized"]
 

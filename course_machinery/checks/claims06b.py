@@ -228,7 +228,8 @@ def _(quality: dict, files: dict, speed: dict) -> None:
     """The text encoder's rows in the course's results store: for the report and lesson 06's table."""
     from pathlib import Path
 
-    from course_lib import measure, models
+    from course_lib import measure
+    from course_machinery import models
 
     fp32_bytes = Path(models.get(TEXT_ENCODER).onnx_files["optimized"]).stat().st_size
     for label, path in files.items():

@@ -221,7 +221,7 @@ def _(f):
 # 4. Your own model -----------------------------------------------------------------------------------
 @book.figures("4")
 def _(yours: Any, model: Any) -> dict:
-    from course_lib.models import get
+    from course_machinery.models import get
 
     if Path(model).resolve() != Path(get("fashion_resnet18").onnx).resolve():
         reason = "you audited your own model; these sentences are about the course's ResNet18"
@@ -266,7 +266,8 @@ def _(f):
 @book.end
 def _(fp32: Path, dynamic: Path, speed: dict, ppl: dict, threads: int) -> None:
     """The NanoGPT's dynamic INT8 in the course's results store: the report sets it beside seed 003's quote."""
-    from course_lib import measure, nanogpt
+    from course_lib import measure
+    from course_machinery import nanogpt
 
     comparison = speed[1]["dynamic"]
     measure.record(

@@ -227,7 +227,7 @@ def check_rule_against_perplexity(
     (cosine with fp32) yet raise the NanoGPT's perplexity on `windows` by more than `tolerance`.
     `result`: the `AuditResult`; `perplexity(path, windows)`: `nanogpt.perplexity` unless given."""
     if perplexity is None:
-        from course_lib.nanogpt import perplexity
+        from course_machinery.nanogpt import perplexity
     measured = [v for v in result.variants if v.quality is not None]
     if answer is None or isinstance(answer, str) or not hasattr(answer, "__iter__"):
         return invalid(

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import data as _data
-from ..files import atomic_write, sha256_file
-from ..names import MOONS_MLP, NANOGPT, RESNET18, TEXT_ENCODER
+from course_lib import data as _data
+from course_lib.files import atomic_write, sha256_file
+from course_lib.names import MOONS_MLP, NANOGPT, RESNET18, TEXT_ENCODER
 
 CACHE_FORMAT = 1
 ONNX_OPSET = 18
@@ -125,7 +125,7 @@ def known(name: str) -> str:
     if name not in KNOWN:
         raise KeyError(
             f"Unknown model {name!r}: expected one of {', '.join(KNOWN)}. "
-            f"Use one of these names (`course_lib.models.KNOWN`)."
+            f"Use one of these names (`course_machinery.models.KNOWN`)."
         )
     return name
 

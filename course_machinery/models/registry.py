@@ -18,10 +18,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .. import data as _data
-from ..files import atomic_write, sha256_file
-from ..names import MOONS_MLP, RESNET18  # defined apart, torch-free, for the report
-from ..versions import library_versions
+from course_lib import data as _data
+from course_lib.files import atomic_write, sha256_file
+from course_lib.names import MOONS_MLP, RESNET18  # defined apart, torch-free, for the report
+from course_lib.versions import library_versions
+
 from .architectures import MoonsMLP, build_resnet18, parameter_count
 from .store import (
     CACHE_FORMAT,

@@ -13,9 +13,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import data as _data
-from ..names import MOONS_MLP
-from ..units import format_duration
+from course_lib import data as _data
+from course_lib.names import MOONS_MLP
+from course_lib.units import format_duration
+
 from .architectures import MoonsMLP, build_resnet18
 from .registry import spec
 from .training import device_description, fast_convolutions, resnet_optimizer, torch_threads, training_device

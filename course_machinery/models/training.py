@@ -5,7 +5,7 @@
   (`training_device`), else on the CPU with convolutions that skip the taps that only see padding.
 
 `seed_everything`, `torch_threads`, `progress_bar` and `device_description` are shared with the
-NanoGPT's training (`course_lib.nanogpt`).
+NanoGPT's training (`course_machinery.nanogpt`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import data as _data
-from ..units import format_duration
+from course_lib import data as _data
+from course_lib.units import format_duration
+
 from .architectures import MoonsMLP, build_resnet18
 from .store import MOONS_RECIPE, RESNET_RECIPE, Recipe
 
@@ -198,7 +199,7 @@ def device_description(device: torch.device) -> str:
     """The device in words, for messages and the cache metadata: 'CPU (AMD EPYC, 2 threads)', …"""
     if device.type == "cuda":
         return f"CUDA ({torch.cuda.get_device_name(device)})"
-    from ..hardware import cpu_name
+    from course_lib.hardware import cpu_name
 
     threads = torch.get_num_threads()
     return f"CPU ({cpu_name()}, {threads} thread{'s' if threads != 1 else ''})"

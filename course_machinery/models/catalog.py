@@ -3,8 +3,8 @@
     moons_mlp, fashion_resnet18   the demo models: cache, else release archive or download, else
                                   trained here (`pipeline`), then exported (`export`)
     text_encoder                  all-MiniLM-L6-v2's published weights, exported and optimized here
-                                  (`course_lib.text_encoder`)
-    nanogpt                       lesson 07's character-level GPT, trained here (`course_lib.nanogpt`)
+                                  (`course_machinery.text_encoder`)
+    nanogpt                       lesson 07's character-level GPT, trained here (`course_machinery.nanogpt`)
 
 Each returns one `store.ModelFiles` (the fp32 ONNX file, every verified ONNX file by role, the
 entry's meta.json, where it came from), and each cached ONNX file passes the same check before use
@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ..names import NANOGPT, TEXT_ENCODER
+from course_lib.names import NANOGPT, TEXT_ENCODER
+
 from .store import RECIPES, CacheProblem, ModelFiles, check_demo, known, onnx_path
 
 
@@ -45,11 +46,11 @@ def get(
             f"(`models.store.RECIPES`). Leave recipe out."
         )
     if name == TEXT_ENCODER:
-        from .. import text_encoder
+        from course_machinery import text_encoder
 
         return text_encoder.cached_files(log=log)
     if name == NANOGPT:
-        from .. import nanogpt
+        from course_machinery import nanogpt
 
         return nanogpt.cached_files(progress=progress, log=log, recipe=recipe or nanogpt.DEFAULT_RECIPE)
     try:
@@ -69,11 +70,11 @@ def status(name: str) -> str:
         if name in RECIPES:
             check_demo(name)
         elif name == TEXT_ENCODER:
-            from .. import text_encoder
+            from course_machinery import text_encoder
 
             text_encoder.check_cache()
         else:
-            from .. import nanogpt
+            from course_machinery import nanogpt
 
             nanogpt.check_cache()
     except CacheProblem as exc:

@@ -14,7 +14,7 @@ module is the other side: what a release is, its download (retried a few times w
 connection drops), and reading the model files out of a release archive or a workshop bundle,
 each one checked against its SHA-256. A download is verified against release.json before anything
 is kept, and refused, with nothing kept, when one byte differs. Installing what it reads into the
-cache (with a parity check that needs PyTorch) is `course_lib.models.pipeline`'s part; this module
+cache (with a parity check that needs PyTorch) is `course_machinery.models.pipeline`'s part; this module
 imports only the torch-free `models.store`, never the rest of `models`.
 
 Where the archive is downloaded from: `<repository>/releases/download/<tag>/course-models.tar`,
@@ -43,7 +43,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
 
-from .files import sha256_file
+import course_lib
+from course_lib.files import sha256_file
+
 from .models import store
 from .models.store import Origin
 
@@ -51,7 +53,8 @@ FORMAT = 1
 ASSET = "course-models.tar"
 MANIFEST_ASSET = "course-models.manifest.json"
 INNER_MANIFEST = "MANIFEST.json"
-RELEASE_FILE = Path(__file__).with_name("release.json")
+# In the library's package, where pyproject.toml's package data ships it and the release workflow commits it.
+RELEASE_FILE = Path(course_lib.__file__).with_name("release.json")
 URL_ENV = "COURSE_RELEASE_URL"
 ARCHIVE_ENV = "COURSE_RELEASE_ARCHIVE"
 RELEASE_MODELS = ("moons_mlp", "fashion_resnet18")

@@ -19,9 +19,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import data as _data
-from ..files import atomic_write, sha256_file
-from ..names import RESNET18
+from course_lib import data as _data
+from course_lib.files import atomic_write, sha256_file
+from course_lib.names import RESNET18
+
 from .registry import TrainedModel, spec
 from .store import ONNX_EXPORTER, ONNX_OPSET, CacheProblem, check_onnx, meta_path, onnx_path, write_meta
 
@@ -56,7 +57,7 @@ def onnx_parity(module: nn.Module, path: str | Path, inputs: np.ndarray | Mappin
     `inputs` is one array (a model with one input) or the feed dict, in the order the module's
     `forward` takes its arguments.
     """
-    from ..measure import make_session
+    from course_lib.measure import make_session
 
     session = make_session(path)
     feed = dict(inputs) if isinstance(inputs, Mapping) else {session.get_inputs()[0].name: inputs}
