@@ -1,4 +1,5 @@
-"""course_lib's modules import each other in one direction only: no cycle anywhere in the package,
+"""The course's modules (course_lib and course_machinery) import each other in one direction only:
+no cycle anywhere in either package,
 counting the imports inside functions too (they run later, but a circle through them is still a
 circle). Imports under `if TYPE_CHECKING:` are not edges: they never run.
 
@@ -14,8 +15,10 @@ import ast
 from pathlib import Path
 
 import course_lib
+import course_machinery
 
 PACKAGE = Path(course_lib.__file__).parent
+PACKAGES = (PACKAGE, Path(course_machinery.__file__).parent)
 PIPELINE = (
     "course_machinery.models",
     "course_machinery.models.store",
@@ -32,9 +35,9 @@ def _module_name(path: Path, package: Path = PACKAGE) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
-    """module -> the package's modules it imports anywhere in its source."""
-    modules = {_module_name(p, package): p for p in package.rglob("*.py")}
+def import_graph(packages: tuple[Path, ...] = PACKAGES) -> dict[str, set[str]]:
+    """module -> the packages' modules it imports anywhere in its source."""
+    modules = {_module_name(p, package): p for package in packages for p in package.rglob("*.py")}
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         is_package = path.name == "__init__.py"
@@ -160,7 +163,7 @@ def test_a_planted_circle_is_found_and_type_checking_imports_are_not_edges(tmp_p
     (package / "c.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import f\nx = 1\n"
     )
-    graph = import_graph(package)
+    graph = import_graph((package,))
     assert circles(graph) == [] and "pkg.a" not in graph["pkg.c"]
     (package / "c.py").write_text("from .a import f\nx = 1\n")
-    assert circles(import_graph(package)) == [["pkg.a", "pkg.b", "pkg.c"]]
+    assert circles(import_graph((package,))) == [["pkg.a", "pkg.b", "pkg.c"]]
