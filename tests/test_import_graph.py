@@ -154,6 +154,21 @@ def test_no_module_of_the_package_sits_in_an_import_circle():
     )
 
 
+def test_the_audits_findings_never_name_its_report():
+    """findings (the data and what a notebook shows) and summary (the whole report) once imported each
+    other, one of them for its types only: now the report reads the findings, and never the reverse."""
+    findings = Path(course_machinery.__file__).parent / "audit" / "findings.py"
+    tree = ast.parse(findings.read_text())
+    named = {
+        f"{node.module or ''}.{alias.name}" if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert not any("summary" in name for name in named), named
+    assert "course_machinery.audit.findings" in import_graph()["course_machinery.audit.summary"]
+
+
 def test_a_planted_circle_is_found_and_type_checking_imports_are_not_edges(tmp_path):
     package = tmp_path / "pkg"
     package.mkdir()

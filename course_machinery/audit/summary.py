@@ -1,6 +1,5 @@
 """The audit's report: markdown (read anywhere), HTML (markdown-it-py, when installed) and JSON.
 
-summary_markdown  the decision and the table (what a notebook shows for an AuditResult)
 to_markdown       the whole report: samples, where the work is, the table, every verdict
                   explained with a link to the lesson that teaches it, skipped variants, debugging
 write             audit.md, audit.html and audit.json in the audit's folder
@@ -11,15 +10,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from course_lib import measure
-from course_lib.units import format_bytes, format_duration
+from course_lib.units import format_duration
 
 from .decide import LESSONS, MIN_SPEEDUP, ratio_text, rule_words
-
-if TYPE_CHECKING:
-    from .findings import AuditResult
+from .findings import AuditResult, runtime_line, summary_markdown
 
 LESSON_TITLES = {
     "02_dynamic_quantization.ipynb": "lesson 02, dynamic quantization",
@@ -72,91 +69,6 @@ def _lesson_link(lesson: str, out: Path) -> str:
     if root is not None and (root / "notebooks" / lesson).is_file():
         return f"[{title}]({Path(os.path.relpath(root / 'notebooks' / lesson, out)).as_posix()})"
     return f"{title} (`notebooks/{lesson}`)"
-
-
-def _mb(n: int | None) -> str:
-    return "-" if n is None else format_bytes(n)
-
-
-def _coverage(c: dict[str, Any]) -> str:
-    # Pairs kernels could not read (an activation produced at run time) are left out.
-    types = ", ".join(f"{t} {n}" for t, n in sorted(c["types"].items()) if "?" not in t)
-    text = f"{c['integer']}/{c['compute']} ({c['coverage']:.0%})"
-    if c.get("weight_only"):
-        text += f", {c['weight_only']} 4-bit weight-only"
-    return text + (f" [{types}]" if types else "")
-
-
-def table(result: AuditResult) -> str:
-    """The decision table: fp32 first, then every measured variant."""
-    fp32 = result.fp32
-    rows = [
-        {
-            "variant": "fp32 (as given)",
-            "quality": "the reference",
-            "file": _mb(fp32["file_bytes"]),
-            "peak memory": _mb(fp32["peak_memory_bytes"]),
-            **{f"speed, batch {b}": "1.00x" for b in result.batches},
-            "integer kernels": _coverage(fp32["coverage"]),
-            "verdict": "the baseline",
-        }
-    ]
-    for v in result.variants:
-        kind, _ = result.decision.verdicts.get(v.name, ("-", ""))
-        rows.append(
-            {
-                "variant": v.name,
-                "quality": ("✔ " if v.quality.passes else "✘ ") + v.quality.text,
-                "file": f"{_mb(v.file_bytes)} ({v.file_bytes / fp32['file_bytes']:.2f} of fp32)",
-                "peak memory": _mb(v.memory.increase_bytes if v.memory else None),
-                **{
-                    f"speed, batch {b}": ratio_text(v.speed_tuple(b)) if b in v.speed else "-"
-                    for b in result.batches
-                },
-                "integer kernels": _coverage(v.coverage),
-                "verdict": kind,
-            }
-        )
-    return measure.markdown_table(rows)
-
-
-def summary_markdown(result: AuditResult) -> str:
-    d = result.decision
-    if d.recommended:
-        head = f"**Recommended: {d.recommended}** ({result.recommended_path}). {d.reason[0].upper()}{d.reason[1:]}."
-    else:
-        head = f"**No variant recommended**: {d.reason}."
-    rule = (
-        f"Decided at {d.decided_at}; quality decided by {result.decided_by or result.rule}; speed: "
-        f"{rule_words(d.min_speedup)}."
-    )
-    parts = [head, rule]
-    runtime = _runtime_line(result)
-    if runtime:
-        parts.append(runtime)
-    return "\n\n".join([*parts, table(result)]) + "\n"
-
-
-def _runtime_line(result: AuditResult) -> str:
-    """The decision across runtimes, in a sentence (empty when no second runtime ran)."""
-    d, choice = result.runtime_decision, result.runtime_choice
-    if d is None:
-        return ""
-    if choice is None:
-        return (
-            f"**Across runtimes** (ONNX Runtime and {_ov_name(result)}): nothing is clearly faster than ONNX "
-            f"Runtime's fp32 at batch {d.batch}; keep ONNX Runtime and the fp32 file."
-        )
-    settings = ", ".join(f"{k}={v}" for k, v in choice["settings"].items()) or "default settings"
-    how = choice["variant"] if choice["runtime"] == "ONNX Runtime" else f"{choice['variant']}, {settings}"
-    return (
-        f"**Across runtimes: {choice['runtime']}** with `{Path(choice['path']).name}` ({how}). "
-        f"{d.reason[0].upper()}{d.reason[1:]}."
-    )
-
-
-def _ov_name(result: AuditResult) -> str:
-    return next((r.runtime for r in result.runtime_runs), "OpenVINO")
 
 
 def _runtime_table(result: AuditResult) -> str:
@@ -327,7 +239,7 @@ def _runtime_section(result: AuditResult) -> list[str]:
         f"{result.runtime_note[0].upper()}{result.runtime_note[1:]}. Every ratio is against ONNX Runtime's fp32, so "
         "the two runtimes' rows compare; the same quality rule and the same speed rule decide across them.",
         "",
-        _runtime_line(result),
+        runtime_line(result),
         "",
         _runtime_table(result),
         "",
