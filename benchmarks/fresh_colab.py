@@ -49,10 +49,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from course_lib import data, hardware  # noqa: E402
+from course_lib import data  # noqa: E402
 from course_machinery import (  # noqa: E402
     bundle,
     colab,
+    hardware,  # noqa: E402
     launch,
     release,  # noqa: E402
     runner,

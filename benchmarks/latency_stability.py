@@ -25,8 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from course_lib import data, hardware, measure
-from course_machinery import variants  # noqa: E402
+from course_lib import data, measure
+from course_machinery import (
+    hardware,
+    variants,  # noqa: E402
+)
 
 STANDALONE = r"""
 import json, sys

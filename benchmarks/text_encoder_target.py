@@ -42,8 +42,11 @@ from onnxruntime.quantization import (  # noqa: E402
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer  # noqa: E402
 from onnxruntime.quantization.shape_inference import quant_pre_process  # noqa: E402
 
-from course_lib import hardware, measure
-from course_machinery import models  # noqa: E402
+from course_lib import measure
+from course_machinery import (
+    hardware,
+    models,  # noqa: E402
+)
 from course_machinery import text_encoder as te  # noqa: E402
 
 TARGET_COS, TARGET_B16, TARGET_B1 = 0.99, 1.5, 1.3

@@ -20,8 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from course_lib import hardware  # noqa: E402
-from course_machinery import models  # noqa: E402
+from course_machinery import hardware, models  # noqa: E402
 
 
 def parse_set(items: list[str]) -> dict:

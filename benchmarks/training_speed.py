@@ -19,8 +19,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from course_lib import data, hardware
-from course_machinery import models  # noqa: E402
+from course_lib import data
+from course_machinery import (
+    hardware,
+    models,  # noqa: E402
+)
 from course_machinery.models import estimate, training  # noqa: E402
 
 # (label, input size, batch size, channels_last, skip dead taps)

@@ -30,10 +30,7 @@ _MODULES = {
     "pre_process": "`quant_pre_process` step by step, and a model its shape inference cannot read",
     "scoring": "one quantized classifier against fp32 on a test set: parity, size, speed, saturation",
     "measure": "model facts, sessions and logits, latency, peak memory, parity, the results store (a package)",
-    "hardware": "the CPU features that matter for INT8, ONNX Runtime's providers",
-    "cpuid": "the CPUID instruction itself (x86-64), which the runtimes' kernels follow",
     "kernels": "what ONNX Runtime really runs: the optimized graph, its kernels, a profile, drawings",
-    "runtimes": "the same file on a second runtime: OpenVINO beside ONNX Runtime, the precision it ran",
     "nodes": "node names, checked before `nodes_to_exclude` (where a typo is silently ignored)",
     "qat": "quantization-aware training's plumbing: BatchNorm folding, fake-quantized twins, export",
     "explorers": "the lessons' interactive explorers (imported by notebooks, never by the modules above)",
@@ -46,7 +43,8 @@ _MODULES = {
 # their code is in course_machinery/, which says it is not lesson material: the check cells and the
 # exercises' checks, the audit, Colab's setup, and where the models come from (their registry,
 # training, export and verified cache, the release download, the text encoder's published weights,
-# the NanoGPT, the ResNet18's INT8 variants built in one call).
+# the NanoGPT, the ResNet18's INT8 variants built in one call), reading the CPU (its features on every
+# platform, CPUID), the results store, and OpenVINO's adapter (lesson 05c's second runtime).
 _MACHINERY = {
     "checks": "the exercises' self-checks: each says whether an answer is right and, if not, why",
     "claims": "a lesson's sentence about a result, and the rule that checks it on a run's figures",
@@ -59,6 +57,10 @@ _MACHINERY = {
     "text_encoder": "all-MiniLM-L6-v2: its published weights, the ONNX export, tokenized sentences, embeddings",
     "nanogpt": "lesson 07's character-level GPT on the stdlib's source: trained here, cached, exported",
     "variants": "the ResNet18's INT8 variants (lessons 02-03's quantizer settings), built in one call",
+    "hardware": "the CPU features that matter for INT8, read on every platform; ONNX Runtime's providers",
+    "cpuid": "the CPUID instruction itself (x86-64), which the runtimes' kernels follow",
+    "results": "the results store the lessons' check cells fill and the course report reads",
+    "runtimes": "the same file on a second runtime: OpenVINO beside ONNX Runtime, the precision it ran",
 }
 # Names re-exported at the top (`cl.load_split`), by the module that defines them.
 _NAMES = {

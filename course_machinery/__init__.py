@@ -6,12 +6,21 @@ parts a lesson runs without teaching them: it uses course_lib, and course_lib ne
 exercises' checks, Colab's setup, the audit) are reached through course_lib (`cl.verify`,
 `cl.checks`, `from course_lib import colab`), so a lesson names one library.
 
-What a lesson calls:
+What a lesson calls (listed in course_lib's `_MACHINERY`):
     verdicts  the check cell (`cl.verify`): a section's sentences checked on this run's figures
     claims    a sentence about a result, its key and the rule that checks it; the kernel's ledger
     checks    each lesson's claims (claimsNN) and its exercises' self-checks (lessonNN)
     colab     a lesson's setup on Colab: Drive, the install beside Colab's PyTorch, its models
     audit     the course's method on any ONNX model (`python -m course_lib audit`, lesson 07)
+    models    every model by name (`cl.models.get`): registry, training, export, verified cache
+    release   a published release: its archive's download and reading, each file checked
+    text_encoder  all-MiniLM-L6-v2: published weights, ONNX export, tokenized sentences, embeddings
+    nanogpt   lesson 07's character-level GPT: trained here, cached, exported, its perplexity
+    variants  the ResNet18's INT8 variants (lessons 02-03's quantizer settings), built in one call
+    hardware  the CPU's INT8 features, read on every platform (/proc/cpuinfo, sysctl, Windows, CPUID)
+    cpuid     the CPUID instruction itself (x86-64)
+    results   the results store the check cells fill and the report reads
+    runtimes  OpenVINO beside ONNX Runtime: a compiled model behind `measure`'s methods, its layers
 
 What makes and checks the course:
     reference the reference runs (figures measured on named CPUs) and their ledgers
@@ -24,6 +33,7 @@ What makes and checks the course:
     cpumask   a run with the CPU's features masked to another class's (AVX2 only, say)
     editions  the student edition (solutions removed) and the instructor guide's timings table
     report    the seeds' quoted claims beside what this machine measured (build/report.md, .html)
+    html_page Markdown as one small HTML page (the report's and the audit's)
     keys      the results the report reads: lesson, model, variant and metric, typed once
     bench     every INT8 variant against fp32 (and ONNX Runtime against PyTorch), one table
     site      the executed lessons and the report as a static site (jupyter-book)

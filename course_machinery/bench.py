@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from course_lib import data, measure, runtimes
+from course_lib import data, measure
 from course_lib.units import megabytes
-from course_machinery import models, text_encoder
+from course_machinery import models, results, runtimes, text_encoder
 from course_machinery.variants import (
     BEST_RESNET,
     RESNET_VARIANTS,
@@ -199,7 +199,7 @@ def run(config: BenchConfig | None = None, out_dir: Path | None = None, log: Cal
 def _run(config: BenchConfig, out_dir: Path | None, log: Callable[[str], None]) -> BenchResult:
     out_dir = Path(out_dir or BUILD / "bench")
     start = time.perf_counter()
-    result = BenchResult(config=asdict(config), environment=measure.environment_fingerprint())
+    result = BenchResult(config=asdict(config), environment=results.environment_fingerprint())
     t = config.threads
 
     openvino = runtimes.openvino_or_none() if config.openvino else None
@@ -513,7 +513,7 @@ def record_results(result: BenchResult) -> None:
     """Put each comparison into the results store, where the course report reads its ratios. A
     refused run has no figures to store: the table and bench.json keep it."""
     for row in (r for r in result.rows if r.timed):
-        measure.record(
+        results.record(
             lesson=keys.BENCH,
             model=row.model,
             variant=f"{row.candidate} vs {row.baseline}, batch {row.batch}"

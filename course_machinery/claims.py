@@ -49,7 +49,7 @@ from typing import Any
 # Set by `python -m course_lib run --cpu-mask ...` (course_machinery.cpumask) and by the explicit
 # override of the CPU's features: the CPU reading then describes another class than the host's,
 # so a timing taken here is the host's, not that class's.
-from course_lib.hardware import FLAGS_ENV, MASK_ENV
+from course_machinery.hardware import FLAGS_ENV, MASK_ENV
 
 HOLDS, DIFFERS, UNSETTLED, UNMEASURED, ELSEWHERE, UNTIMED = (
     "✔ Checked here",
@@ -364,7 +364,7 @@ NO_AMX = Scope("CPUs without AMX", lambda cpu: not cpu["amx"])
 def cpu_facts() -> dict[str, bool]:
     """This machine's CPU facts that scopes test: x86, ARM, VNNI, AMX, and whether ONNX Runtime's
     U8S8 kernels can saturate here."""
-    from course_lib.hardware import cpu_report, u8s8_can_saturate
+    from course_machinery.hardware import cpu_report, u8s8_can_saturate
 
     cpu = cpu_report()
     features = {name for name, present in cpu["features"].items() if present}
@@ -455,7 +455,7 @@ def _report(claim: Claim) -> str:
     """What to tell the course's maintainers, by what the sentence depends on."""
     parts = []
     if {"speed", "cpu"} & set(claim.depends):
-        from course_lib.hardware import cpu_summary
+        from course_machinery.hardware import cpu_summary
 
         parts.append(f"the CPU ({cpu_summary()})")
     if "weights" in claim.depends:

@@ -120,8 +120,8 @@ def doctor() -> int:
     """Print the environment report; return 0 if everything the course needs is there, else 1."""
     import platform
 
-    from course_lib import data, hardware
-    from course_machinery import models, release
+    from course_lib import data
+    from course_machinery import hardware, models, release
 
     from .doctor import requirement_status
 

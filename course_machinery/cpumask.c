@@ -63,7 +63,7 @@ static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
 
 static long set_cpuid(int enabled) { return syscall(SYS_arch_prctl, ARCH_SET_CPUID, enabled); }
 
-/* The name of the mask in effect, or NULL: course_lib.hardware asks, to report the truth. */
+/* The name of the mask in effect, or NULL: course_machinery.hardware asks, to report the truth. */
 const char *course_cpumask_active(void) { return active ? active->name : NULL; }
 
 static void mask_leaf(uint32_t leaf, uint32_t sub, uint32_t r[4]) {

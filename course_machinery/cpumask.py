@@ -13,7 +13,7 @@ since Ivy Bridge, some AMD) and gcc, which builds cpumask.c once (cached under b
     from course_machinery import cpumask
     subprocess.run([...], env=os.environ | cpumask.environment("avx2"))
 
-The child's CPUID then reports the masked features (course_lib.hardware reads and says so); the
+The child's CPUID then reports the masked features (course_machinery.hardware reads and says so); the
 operating system's /proc/cpuinfo does not change. Masks hide features, they cannot add any.
 """
 

@@ -152,8 +152,8 @@ def run_record(results: list, prepare_seconds: float | None = None) -> dict:
     import platform
     from datetime import UTC, datetime
 
-    from course_lib.hardware import cpu_report, cpu_summary
     from course_lib.versions import package_version as version
+    from course_machinery.hardware import cpu_report, cpu_summary
 
     from .bundle import git_commit
 

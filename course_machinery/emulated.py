@@ -241,7 +241,8 @@ def _lesson06(folder: Path, files: dict[str, str], output: str, count: int) -> d
 def _lesson05c(folder: Path, files: dict[str, str]) -> dict[str, Any]:
     """Lesson 05c's sections 1 (what OpenVINO compiles, at which precision) and 2 (parity), on
     lesson 05's fp32, U8S8 and S8S8 per-channel files, as the lesson runs them."""
-    from course_lib import measure, runtimes
+    from course_lib import measure
+    from course_machinery import runtimes
     from course_machinery.checks.claims05c import DEFAULT_FP32, PINNED_FP32, S8S8, U8S8, book
     from course_machinery.claims import not_measured
 
@@ -309,8 +310,7 @@ def _cpu() -> str:
 def replay(name: str, folder: Path | None = None) -> Path:
     """On an emulated ARM CPU: the replayed sections' figures, with the CPU's facts, saved as
     `<folder>/<name>.json` for `record`."""
-    from course_lib import hardware
-    from course_machinery import claims
+    from course_machinery import claims, hardware
     from course_machinery.reference import _plain
 
     folder = Path(folder or stage_dir())

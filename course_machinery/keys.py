@@ -1,9 +1,9 @@
 """The results the course report reads, typed once: lesson, model, variant and metric.
 
-A lesson saves its figures with `measure.record(lesson=..., model=..., variant=...,
+A lesson saves its figures with `results.record(lesson=..., model=..., variant=...,
 metrics={...})`; the report finds them again by the same strings. They are written here, one
 `Read` per claim, and the report looks nothing up that is not declared here.
-tests/test_report_keys.py parses every lesson's `measure.record` calls (and the benchmark's) and
+tests/test_report_keys.py parses every lesson's `results.record` calls (and the benchmark's) and
 checks that each key read here is one that is written.
 """
 

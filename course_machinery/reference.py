@@ -109,7 +109,7 @@ def class_of(cpu: str, machine: str, features: list[str] | set[str], generation:
 
 def cpu_class() -> CpuClass:
     """This machine's CPU class."""
-    from course_lib.hardware import cpu_report
+    from course_machinery.hardware import cpu_report
 
     cpu = cpu_report()
     features = [name for name, present in cpu["features"].items() if present]
@@ -147,7 +147,7 @@ def save_figures(lesson: str, figures: dict[str, Any], *, timed: Iterable[str] =
     figures read off a clock (speeds, milliseconds): a run whose CPU features are masked or
     overridden stands in for another CPU class in everything but those, which stay the host's.
     The claims are the ones this kernel checked (`claims.ledger()`), each with its verdict."""
-    from course_lib.measure.results import environment_fingerprint
+    from course_machinery.results import environment_fingerprint
 
     from .claims import ledger
 

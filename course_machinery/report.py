@@ -1,6 +1,6 @@
 """The course report: what the seed documents claim (quoted), beside what this machine measured.
 
-`python -m course_lib report` reads the results store that the lessons fill (`measure.record`),
+`python -m course_lib report` reads the results store that the lessons fill (`results.record`),
 keeps this environment's entries (same fingerprint) and the latest entry per lesson, model and
 variant, and writes one page: the environment on top, then per lesson its claims and a table of
 its measured figures (named columns with units, tooling/keys.py's COLUMNS), and a plot of every
@@ -21,9 +21,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_lib import hardware, measure
+from course_lib import measure
 from course_lib.names import MOONS_MLP, RESNET18, TEXT_ENCODER
 from course_lib.units import format_bytes, megabytes
+from course_machinery import hardware, html_page, results
 
 from . import keys
 from .paths import BUILD
@@ -564,8 +565,8 @@ def _png(fig) -> bytes:
 
 def build(entries: list[dict] | None = None, environment: dict | None = None) -> dict:
     """The report's content as plain data: environment, and per lesson its claims and figures."""
-    entries = measure.load_results() if entries is None else entries
-    environment = environment or measure.environment_fingerprint()
+    entries = results.load_results() if entries is None else entries
+    environment = environment or results.environment_fingerprint()
     latest = latest_entries(entries)
     lessons = sorted({k[0] for k in latest} | {c.lesson for c in CLAIMS})
     sections = []
@@ -705,9 +706,9 @@ def sentences_lines(found: dict) -> list[str]:
 
 
 def to_html(markdown: str, images: Mapping[str, bytes] | None = None) -> str:
-    """The page: `markdown` rendered into the course's one page template (`measure.markdown_page`),
+    """The page: `markdown` rendered into the course's one page template (`html_page.markdown_page`),
     each image whose file name is a key of `images` embedded."""
-    page = measure.markdown_page(markdown, images=images)
+    page = html_page.markdown_page(markdown, images=images)
     if page is None:
         raise ModuleNotFoundError(
             "report.html is rendered by markdown-it-py, which is not installed here. "

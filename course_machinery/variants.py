@@ -38,7 +38,7 @@ BEST_RESNET = "static U8S8 per-channel"
 def production_resnet_variant() -> str:
     """The variant lesson 03 ships on this CPU: U8S8 per-channel, with reduce_range where its kernels
     can saturate (x86 without VNNI), as ONNX Runtime advises."""
-    from course_lib.hardware import u8s8_can_saturate
+    from course_machinery.hardware import u8s8_can_saturate
 
     return f"{BEST_RESNET} reduce_range" if u8s8_can_saturate() else BEST_RESNET
 

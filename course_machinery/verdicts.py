@@ -207,7 +207,7 @@ def counts(claims: list[Claim]) -> dict[str, int]:
 
 
 def counts_line(lesson: str, claims: list[Claim]) -> str:
-    from course_lib.hardware import cpu_summary
+    from course_machinery.hardware import cpu_summary
 
     found = counts(claims)
     parts = ", ".join(f"{n} {verdict}" for verdict, n in found.items() if n or verdict in ORDER[:5])

@@ -555,7 +555,7 @@ def test_pre_processing_leaves_only_its_output_even_when_symbolic_shapes_fail(tm
 def _static_u8s8() -> str:
     """The audit's static U8S8 per-channel variant on this CPU: a reduce_range file where U8S8 can
     saturate (x86 without VNNI), as the test below checks."""
-    from course_lib import hardware
+    from course_machinery import hardware
 
     return "static U8S8 per-channel" + (" reduce_range" if hardware.u8s8_can_saturate() else "")
 
@@ -563,7 +563,7 @@ def _static_u8s8() -> str:
 def test_where_u8s8_can_saturate_the_audit_builds_reduce_range_files(tmp_path, monkeypatch):
     """On an x86 CPU without VNNI (simulated here), the static variants store weights on 7 bits
     (ONNX Runtime's reduce_range range for int8 weights is -64..64)."""
-    from course_lib import hardware
+    from course_machinery import hardware
 
     monkeypatch.setattr(hardware, "u8s8_can_saturate", lambda: True)
     monkeypatch.setattr(hardware, "has_vnni", lambda: False)
@@ -882,7 +882,7 @@ def test_the_printed_call_rebuilds_the_recommended_file(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------ OpenVINO
 def _openvino():
-    from course_lib import runtimes
+    from course_machinery import runtimes
 
     module = runtimes.openvino_or_none()
     if module is None:

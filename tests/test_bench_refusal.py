@@ -12,8 +12,8 @@ import pytest
 from onnx import TensorProto
 from test_runtimes import RefusingCore, tiny_classifier
 
-from course_lib import measure, runtimes
-from course_machinery import bench, models
+from course_lib import measure
+from course_machinery import bench, models, results, runtimes
 
 S8S8, RETRY = "OpenVINO S8S8 per-channel", "OpenVINO S8S8 per-channel, f32 pinned (default refused)"
 
@@ -80,7 +80,7 @@ def test_the_table_the_plot_and_the_record_take_a_refused_row(refused, tmp_path,
     assert "refused: OpenVINO would not compile that file with those settings on this CPU" in lines[-1]
     assert bench.plot(result, tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bench.record_results(result)
-    stored = measure.load_results("bench")
+    stored = results.load_results("bench")
     assert len(stored) == len(result.rows) - 1 and RETRY + " vs onnxruntime fp32, batch 8" in {
         e["variant"] for e in stored
     }

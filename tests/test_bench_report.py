@@ -10,8 +10,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from course_lib import measure, runtimes
-from course_machinery import bench, models, report, text_encoder, variants
+from course_lib import measure
+from course_machinery import bench, models, report, results, runtimes, text_encoder, variants
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def test_the_quick_bench_writes_what_it_returns(quick):
     result, out = quick
     saved = json.loads((out / "bench.json").read_text())
     assert saved == json.loads(json.dumps(result.to_dict()))
-    assert saved["environment"]["hash"] == measure.environment_fingerprint()["hash"]
+    assert saved["environment"]["hash"] == results.environment_fingerprint()["hash"]
     assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # head, rule, rows, the ratio's note and the OpenVINO rows' note
     assert len(bench.table(result).splitlines()) == 2 + len(result.rows) + 2
@@ -140,9 +140,9 @@ def test_a_recorded_bench_result_is_found_and_shown_by_the_report(private_data_d
 
     monkeypatch.setattr(bench, "run", lambda config, out: _known_result())
     assert cli.bench(quick=True, out=tmp_path) == 0
-    assert measure.load_results() == []  # a quick run is not recorded
+    assert results.load_results() == []  # a quick run is not recorded
     assert cli.bench(quick=False, out=tmp_path) == 0
-    assert [e["variant"] for e in measure.load_results("bench")] == [
+    assert [e["variant"] for e in results.load_results("bench")] == [
         "static U8S8 per-channel vs onnxruntime fp32, batch 64",
         "onnxruntime fp32 vs pytorch fp32, batch 64",
     ]
@@ -172,7 +172,7 @@ def test_a_text_encoder_row_is_labelled_with_its_sequence_and_recorded_under_the
     line = bench.table(bench.BenchResult(config={}, environment={}, rows=[row])).splitlines()[2]
     assert row.label == "MiniLM-L6 (seq 128)" and line.startswith("MiniLM-L6 (seq 128)     16  dynamic int8")
     bench.record_results(bench.BenchResult(config={}, environment={}, rows=[row]))
-    (entry,) = measure.load_results("bench")
+    (entry,) = results.load_results("bench")
     assert (entry["model"], entry["variant"]) == (
         "text_encoder",
         "dynamic int8 per-channel vs onnxruntime fp32 (optimized), batch 16, seq 128",
@@ -461,10 +461,10 @@ def _markdown_parts(markdown: str):
 
 @pytest.fixture
 def written_report(private_data_dir, tmp_path):
-    """A report written from a results store in tmp_path, filled by measure.record as lessons do."""
+    """A report written from a results store in tmp_path, filled by results.record as lessons do."""
     model_file = tmp_path / "variant.onnx"
     model_file.write_bytes(b"\0" * 2_500_000)
-    measure.record(
+    results.record(
         "02",
         models.MOONS_MLP,
         "dynamic int8",
@@ -476,14 +476,14 @@ def written_report(private_data_dir, tmp_path):
         ("per-channel, reduce_range", 0.9159, None),
     ):
         metrics = {"accuracy": accuracy, "fp32_accuracy": 0.9151, "agreement": 0.9976, "speedup_b64": speed}
-        measure.record("04", models.RESNET18, variant, {**metrics, "passes_acceptance": True})
+        results.record("04", models.RESNET18, variant, {**metrics, "passes_acceptance": True})
     for variant, (median, low, high) in {
         "static U8S8": (1.42, 1.36, 1.50),
         "static S8S8": (0.14, 0.13, 0.15),
     }.items():
         speed = {"speedup": median, "speedup_low": low, "speedup_high": high, "speedup_b64": median}
-        measure.record("05", models.RESNET18, variant, {**speed, "peak_memory_bytes": 36_937_728})
-    measure.record("06", text_encoder.NAME, "4-bit", {"cos_min": 0.97294, "peak_memory_b1_bytes": None})
+        results.record("05", models.RESNET18, variant, {**speed, "peak_memory_bytes": 36_937_728})
+    results.record("06", text_encoder.NAME, "4-bit", {"cos_min": 0.97294, "peak_memory_b1_bytes": None})
     paths = report.write(tmp_path / "build")
     return paths, paths["markdown"].read_text(), paths["html"].read_text()
 
@@ -494,7 +494,7 @@ def test_the_html_page_shows_every_heading_and_table_of_the_markdown(written_rep
     headings, tables = _markdown_parts(markdown)
     assert parsed.headings == headings and "Environment" in headings
     assert parsed.tables == tables and len(tables) >= 4
-    env = measure.environment_fingerprint()  # the machine, OS and versions, in both
+    env = results.environment_fingerprint()  # the machine, OS and versions, in both
     text = " ".join(" ".join(parsed.text).split())
     for fact in (env["cpu"], env["machine"], env["os"], *(f"{k} {v}" for k, v in env["versions"].items())):
         assert fact in markdown and fact in text, fact
@@ -583,7 +583,9 @@ def test_the_quick_bench_times_each_openvino_run_in_turn_with_onnx_runtimes_fp32
         if not r.timed:
             assert r.refused.startswith("OpenVINO refused to compile resnet18.") and r.speedup is None
     rows = [r for r in rows if r.timed]
-    default = runtimes.expected_default_precision()  # bf16 with AVX512_BF16 or AMX, f16 on ARM fp16, else f32
+    from course_machinery import hardware
+
+    default = hardware.expected_default_precision()  # bf16 with AVX512_BF16 or AMX, f16 on ARM fp16, else f32
     fp32 = result.config["resnet_fp32"]
     for r in rows:
         assert (r.runtime, r.baseline, r.runs) == (f"OpenVINO {openvino.__version__}", "onnxruntime fp32", 3)
@@ -682,7 +684,7 @@ def test_the_bench_records_openvino_rows_and_the_report_sets_both_runtimes_besid
 
     monkeypatch.setattr(bench, "run", lambda config, out: _known_openvino_result())
     assert cli.bench(quick=False, out=tmp_path) == 0
-    recorded = {e["variant"]: e["options"] for e in measure.load_results("bench")}
+    recorded = {e["variant"]: e["options"] for e in results.load_results("bench")}
     assert recorded["OpenVINO U8S8 per-channel vs onnxruntime fp32, batch 64"] == {
         "batch": 64,
         "runtime": OV_RUNTIME,
@@ -695,7 +697,7 @@ def test_the_bench_records_openvino_rows_and_the_report_sets_both_runtimes_besid
         "static U8S8 per-channel, batch 64, the benchmark); OpenVINO 2026.4.1, float layers in bf16: 3.60x "
         "(90% interval 3.40–3.80; OpenVINO U8S8 per-channel, batch 64, the benchmark) |"
     ) in markdown
-    ort = measure.environment_fingerprint()["versions"]["onnxruntime"]
+    ort = results.environment_fingerprint()["versions"]["onnxruntime"]
     (table,) = [t for t in _markdown_parts(markdown)[1] if t[0][:2] == ["variant", "runtime"]]
     assert table[0][2:] == [report.PRECISION, "speed-up (×)", "accuracy (%)", "top-1 agreement with fp32 (%)"]
     assert table[1][:4] == [
@@ -738,9 +740,9 @@ def lesson05_with_openvino(private_data_dir, tmp_path):
             "accuracy": accuracy,
             "peak_memory_bytes": 36_937_728,
         }
-        measure.record("05", models.RESNET18, variant, metrics, options={"threads": 2})
+        results.record("05", models.RESNET18, variant, metrics, options={"threads": 2})
     te = {"speedup": 1.98, "speedup_low": 1.77, "speedup_high": 2.16, "fp32_ms": 12.5}
-    measure.record(
+    results.record(
         "05", text_encoder.NAME, "dynamic int8 per-channel, seq 128", te, {"threads": 2, "batch": 1}
     )
     for variant, figures, accuracy, agreement, precision in (
@@ -751,7 +753,7 @@ def lesson05_with_openvino(private_data_dir, tmp_path):
     ):
         options = {"threads": 2, "runtime": OV_RUNTIME, "precision": precision}
         metrics = {**speed(*figures), "agreement": agreement, "accuracy": accuracy}
-        measure.record("05", models.RESNET18, variant, metrics, options=options)
+        results.record("05", models.RESNET18, variant, metrics, options=options)
     paths = report.write(tmp_path / "build")
     return paths["markdown"].read_text(), paths["html"].read_text()
 
@@ -776,7 +778,7 @@ def test_the_seed_000_line_sets_both_runtimes_beside_the_quoted_2_to_4x(lesson05
 
 def test_lesson_05s_table_shows_the_openvino_runs_with_their_runtime_and_precision(lesson05_with_openvino):
     markdown, page = lesson05_with_openvino
-    ort = f"ONNX Runtime {measure.environment_fingerprint()['versions']['onnxruntime']}"
+    ort = f"ONNX Runtime {results.environment_fingerprint()['versions']['onnxruntime']}"
     (table,) = [t for t in _Page(page).tables if t[0][:2] == ["variant", "runtime"]]
     assert table == [
         [

@@ -9,9 +9,8 @@ from types import SimpleNamespace
 import pytest
 from test_runtimes import qdq_conv
 
-from course_lib import runtimes
 from course_lib.measure import LatencyComparison
-from course_machinery import checks
+from course_machinery import checks, runtimes
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ import nbformat
 import numpy as np
 import pytest
 
-from course_lib.hardware import cpu_summary
 from course_machinery import claims, reference, verdicts
+from course_machinery.hardware import cpu_summary
 from course_machinery.runner import claim_lines
 
 

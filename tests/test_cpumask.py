@@ -20,8 +20,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from course_lib import cpuid, hardware
-from course_machinery import cpumask
+from course_machinery import cpuid, cpumask, hardware
 
 UNAVAILABLE = cpumask.supported()
 needs_mask = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"CPUID mask unavailable: {UNAVAILABLE}")

@@ -1,4 +1,4 @@
-"""course_lib.hardware: which CPUs' INT8 kernels can saturate, and the CPU in one line."""
+"""course_machinery.hardware: which CPUs' INT8 kernels can saturate, and the CPU in one line."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import cpuid, hardware
+from course_machinery import cpuid, hardware
 
 
 def fake_cpu(monkeypatch, machine: str, *flags: str, name: str = "Some CPU") -> None:
@@ -219,7 +219,7 @@ def test_the_library_imports_and_reports_where_resource_and_fcntl_do_not_exist()
 
 
 # --------------------------------------------------------------------------------------------
-# CPUID: what ONNX Runtime's kernels follow. Dumps recorded with `python -m course_lib.cpuid` on a
+# CPUID: what ONNX Runtime's kernels follow. Dumps recorded with `python -m course_machinery.cpuid` on a
 # Sapphire Rapids-class Xeon natively, under qemu-x86_64 -cpu Haswell and under the two CPUID masks
 # (tests/fixtures/cpuid/README.md).
 # --------------------------------------------------------------------------------------------

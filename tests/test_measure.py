@@ -18,6 +18,7 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantiz
 import course_lib.measure as measure
 from course_lib import files
 from course_lib.inputs import InputError
+from course_machinery import results
 
 IN, HIDDEN, OUT = 16, 32, 4
 PARAMS = IN * HIDDEN + HIDDEN + HIDDEN * OUT  # fc1 weight, bias, fc2 weight
@@ -588,10 +589,10 @@ def store(tmp_path, monkeypatch):
 
 
 def test_record_appends_entries_with_the_environment(store, tiny):
-    assert measure.load_results() == []  # a missing file is an empty store
+    assert results.load_results() == []  # a missing file is an empty store
     lat = measure.latency_from_samples([0.001, 0.002, 0.003], model="m", batch_size=1, threads=1, warmup=0)
-    first = measure.record("03", "tiny", "fp32", lat, {"threads": 1}, path=tiny.fp32)
-    measure.record("04", "tiny", "int8", {"accuracy": np.float32(0.5), "logits": np.zeros(2)})
+    first = results.record("03", "tiny", "fp32", lat, {"threads": 1}, path=tiny.fp32)
+    results.record("04", "tiny", "int8", {"accuracy": np.float32(0.5), "logits": np.zeros(2)})
     entries = json.loads(store.read_text())
     assert len(entries) == 2 and entries[0] == first
     assert first["metrics"]["median_ms"] == pytest.approx(2.0) and first["options"] == {"threads": 1}
@@ -601,17 +602,17 @@ def test_record_appends_entries_with_the_environment(store, tiny):
         "sha256": files.sha256_file(tiny.fp32),
     }
     assert entries[1]["metrics"] == {"accuracy": 0.5, "logits": [0.0, 0.0]}
-    env = measure.environment_fingerprint()
+    env = results.environment_fingerprint()
     assert first["environment"] == env and len(env["hash"]) == 12
     assert {"cpu", "int8_features", "physical_cores", "versions"} <= set(env)
     second = entries[1]
-    assert measure.load_results() == [first, second]  # the reader finds exactly what was recorded
-    assert measure.load_results(lesson="04") == [second]
-    assert measure.load_results(lesson="05") == []
+    assert results.load_results() == [first, second]  # the reader finds exactly what was recorded
+    assert results.load_results(lesson="04") == [second]
+    assert results.load_results(lesson="05") == []
 
 
 def test_load_results_keeps_only_this_environment_by_default(store):
-    measure.record("03", "tiny", "fp32", {"ms": 1.0})
+    results.record("03", "tiny", "fp32", {"ms": 1.0})
     entries = json.loads(store.read_text())
     other = {
         **entries[0],
@@ -619,27 +620,27 @@ def test_load_results_keeps_only_this_environment_by_default(store):
         "environment": {**entries[0]["environment"], "hash": "0" * 12},
     }
     store.write_text(json.dumps([*entries, other]))
-    assert [e["variant"] for e in measure.load_results()] == ["fp32"]
-    assert [e["variant"] for e in measure.load_results(same_environment=False)] == ["fp32", "elsewhere"]
+    assert [e["variant"] for e in results.load_results()] == ["fp32"]
+    assert [e["variant"] for e in results.load_results(same_environment=False)] == ["fp32", "elsewhere"]
 
 
 def test_a_corrupt_store_is_moved_aside_not_lost(store):
     store.write_text('[{"lesson": "03", "metrics": {')  # cut off mid-write
     with pytest.warns(UserWarning, match="not valid JSON"):
-        assert measure.load_results() == []
+        assert results.load_results() == []
     assert store.exists()  # reading never moves anything
     with pytest.warns(UserWarning, match="Moved it aside"):
-        measure.record("03", "tiny", "fp32", {"ms": 1.0})
+        results.record("03", "tiny", "fp32", {"ms": 1.0})
     (aside,) = store.parent.glob("results.json.corrupt-*")
     assert aside.read_text() == '[{"lesson": "03", "metrics": {'
     assert len(json.loads(store.read_text())) == 1
 
 
 def test_record_refuses_values_json_cannot_hold_and_leaves_the_file_alone(store):
-    measure.record("03", "tiny", "fp32", {"ms": 1.0})
+    results.record("03", "tiny", "fp32", {"ms": 1.0})
     before = store.read_text()
     with pytest.raises(TypeError, match="Cannot store a object in the results file"):
-        measure.record("03", "tiny", "fp32", {"ms": object()})
+        results.record("03", "tiny", "fp32", {"ms": object()})
     assert store.read_text() == before
 
 

@@ -77,14 +77,15 @@ import numpy as np
 
 import course_lib as cl
 from course_lib import calibration, data, measure
+from course_machinery import results
 
 cl.ArrayReader, cl.load_split, cl.cpu_report
 model = sys.argv[1]
 assert measure.model_facts(model).op_counts == {"MatMul": 1}
 assert measure.logits(model, np.ones((3, 2), np.float32), threads=1).tolist() == [[3.0, 3.0]] * 3
-entry = measure.record("99", "tiny", "fp32", {"ms": 1.0}, path=model)
+entry = results.record("99", "tiny", "fp32", {"ms": 1.0}, path=model)
 assert entry["file"]["sha256"] == files.sha256_file(model)
-assert measure.load_results(lesson="99") == [entry]
+assert results.load_results(lesson="99") == [entry]
 assert "torch" not in sys.modules, "torch was imported"
 
 from course_machinery.models import architectures  # defines the networks: imports torch

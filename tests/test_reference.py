@@ -301,8 +301,7 @@ def test_a_stale_verdict_is_never_counted_for_the_sentence_as_it_reads_now():
 def test_recording_keeps_the_claims_and_a_masked_run_stands_in_for_its_class(
     tmp_path, private_data_dir, monkeypatch
 ):
-    from course_lib.measure import results
-    from course_machinery import claims
+    from course_machinery import claims, results
 
     root = tmp_path / "course"
     (root / "notebooks" / "src").mkdir(parents=True)

@@ -1,5 +1,5 @@
 """Every result the course report reads (tooling/keys.py) is one that a lesson, or the benchmark,
-writes with `measure.record`: found by reading their source, not by running them."""
+writes with `results.record`: found by reading their source, not by running them."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ ANY = None  # a lesson, model or variant that is not a literal string: any value
 
 @dataclass
 class Write:
-    """One `measure.record` call: its lesson, model and variant (a string, a pattern or ANY) and
+    """One `results.record` call: its lesson, model and variant (a string, a pattern or ANY) and
     the metric names its `metrics` dict can hold (names, and patterns for f-string keys)."""
 
     where: str
@@ -110,11 +110,11 @@ def _pattern(node: ast.JoinedStr) -> re.Pattern:
     return re.compile("".join(parts))
 
 
-RECORD_PARAMS = ("lesson", "model", "variant", "metrics")  # measure.record's first four parameters
+RECORD_PARAMS = ("lesson", "model", "variant", "metrics")  # results.record's first four parameters
 
 
 def writes_in(path: Path, namespace: dict | None = None) -> list[Write]:
-    """The `measure.record(...)` calls in a source file."""
+    """The `results.record(...)` calls in a source file."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     module = _Module(tree, namespace or {})
     found = []
@@ -124,7 +124,7 @@ def writes_in(path: Path, namespace: dict | None = None) -> list[Write]:
             and isinstance(node.func, ast.Attribute)
             and node.func.attr == "record"
             and isinstance(node.func.value, ast.Name)
-            and node.func.value.id == "measure"
+            and node.func.value.id == "results"
         ):
             continue
         args = dict(zip(RECORD_PARAMS, node.args, strict=False))
@@ -174,7 +174,7 @@ def test_every_key_the_report_reads_is_written(read):
             ]
             assert writers, (
                 f"The report reads {metric!r} of lesson {read.lesson}, model {read.model}, variant "
-                f"{variant!r} (tooling/keys.py), but no measure.record call writes it"
+                f"{variant!r} (course_machinery/keys.py), but no results.record call writes it"
             )
 
 

@@ -1,4 +1,4 @@
-"""course_lib.runtimes: OpenVINO beside ONNX Runtime, on small hand-built QDQ models."""
+"""course_machinery.runtimes: OpenVINO beside ONNX Runtime, on small hand-built QDQ models."""
 
 import os
 import platform
@@ -9,7 +9,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from course_lib import hardware, measure, runtimes
+from course_lib import measure
+from course_machinery import hardware, runtimes
 
 
 def _save(graph, path):
@@ -124,7 +125,7 @@ def test_a_qdq_matmul_is_integer_and_the_float_one_follows_the_precision_hint(co
     assert {p for (_, p), _ in counts.items()} == {"u8", "f32"}, runtimes.describe_precisions(counts)
     assert runtimes.integer_share(counts) == 0.5
     default = _compile(core, path)
-    expected = runtimes.expected_default_precision()
+    expected = hardware.expected_default_precision()
     assert runtimes.precision_hint(default) == expected
     float_layers = {p for (_, p), _ in runtimes.layer_precisions(default).items() if p not in ("u8", "i8")}
     assert float_layers == {expected}, runtimes.describe_precisions(runtimes.layer_precisions(default))
@@ -166,11 +167,11 @@ def test_a_kernels_precision_is_read_from_its_name():
 
 def test_expected_default_precision_follows_the_cpu_features():
     none = dict.fromkeys(hardware.HALF_FLOAT_FEATURES, False)
-    assert runtimes.expected_default_precision(none, "x86_64") == "f32"
-    assert runtimes.expected_default_precision(none | {"AVX-512 BF16": True}, "x86_64") == "bf16"
-    assert runtimes.expected_default_precision(none | {"AMX (BF16)": True}, "AMD64") == "bf16"
-    assert runtimes.expected_default_precision(none | {"ARM fp16": True}, "arm64") == "f16"
-    assert runtimes.expected_default_precision(none | {"ARM bf16": True}, "aarch64") == "f32"
+    assert hardware.expected_default_precision(none, "x86_64") == "f32"
+    assert hardware.expected_default_precision(none | {"AVX-512 BF16": True}, "x86_64") == "bf16"
+    assert hardware.expected_default_precision(none | {"AMX (BF16)": True}, "AMD64") == "bf16"
+    assert hardware.expected_default_precision(none | {"ARM fp16": True}, "arm64") == "f16"
+    assert hardware.expected_default_precision(none | {"ARM bf16": True}, "aarch64") == "f32"
 
 
 def test_half_float_features_from_recorded_cpus():
@@ -181,10 +182,10 @@ def test_half_float_features_from_recorded_cpus():
     zen4 = hardware.parse_proc_cpuinfo((fixtures / "linux-x86_64-zen4.cpuinfo").read_text())[1]
     spr = hardware.parse_proc_cpuinfo((fixtures / "linux-x86_64-sapphirerapids.cpuinfo").read_text())[1]
     m2 = hardware.parse_sysctl((fixtures / "darwin-arm64-m2.sysctl").read_text())[1]
-    assert runtimes.expected_default_precision(hardware.half_float_features(zen3), "x86_64") == "f32"
-    assert runtimes.expected_default_precision(hardware.half_float_features(zen4), "x86_64") == "bf16"
+    assert hardware.expected_default_precision(hardware.half_float_features(zen3), "x86_64") == "f32"
+    assert hardware.expected_default_precision(hardware.half_float_features(zen4), "x86_64") == "bf16"
     assert hardware.half_float_features(spr)["AMX (BF16)"]
-    assert runtimes.expected_default_precision(hardware.half_float_features(m2), "arm64") == "f16"
+    assert hardware.expected_default_precision(hardware.half_float_features(m2), "arm64") == "f16"
 
 
 # What OpenVINO 2026.4.1 raised compiling lesson 05c's S8S8 per-channel ResNet18 with its default

@@ -1,4 +1,4 @@
-"""Measuring an fp32 ONNX model against its INT8 variants: facts, latency, memory, parity, results.
+"""Measuring an fp32 ONNX model against its INT8 variants: facts, latency, memory, parity.
 
 Every lesson compares models with these functions, so that "smaller", "faster" and "as accurate"
 always mean the same measurement. One module per idea, each readable top to bottom:
@@ -12,8 +12,7 @@ always mean the same measurement. One module per idea, each readable top to bott
     memory        peak_memory, peak_memory_of: peak resident memory, in a fresh process
     parity_check  parity (drift, agreement, who is right, with intervals), paired differences between
                   two variants (signal or noise), acceptance (the acceptance rule)
-    results       record / load_results: a JSON results store, tagged with its environment
-    tables        markdown_table: a table without pandas; markdown_page: Markdown as one HTML page
+    tables        markdown_table: a table without pandas
 
 Every name is imported here, so a lesson reads `measure.parity(...)` whichever module holds it.
 Results are small dataclasses with `to_dict()`.
@@ -53,15 +52,13 @@ from .parity_check import (
     softmax,
     wilson_interval,
 )
-from .results import RESULTS_FILE, environment_fingerprint, load_results, record, results_path
 from .sessions import Feed, MakeInputs, logits, make_session, physical_cores
-from .tables import markdown_page, markdown_table
+from .tables import markdown_table
 
 __all__ = [
     "INTEGER_OPS",
     "QUANTIZATION_OPS",
     "RELATIVE_DRIFT_EPS",
-    "RESULTS_FILE",
     "STRUCTURAL_OPS",
     "CallMemory",
     "Difference",
@@ -80,13 +77,10 @@ __all__ = [
     "bootstrap_ratio_interval",
     "compare_in_turn",
     "compare_latency",
-    "environment_fingerprint",
     "latency_from_samples",
-    "load_results",
     "logits",
     "make_session",
     "margin",
-    "markdown_page",
     "markdown_table",
     "other_load",
     "measure_latency",
@@ -96,8 +90,6 @@ __all__ = [
     "peak_memory",
     "peak_memory_of",
     "physical_cores",
-    "record",
-    "results_path",
     "softmax",
     "tensor_bytes",
     "weight_work",

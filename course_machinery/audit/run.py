@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from course_lib import hardware, kernels, measure
+from course_lib import kernels, measure
 from course_lib.nodes import checked_node_names
+from course_machinery import hardware
 
 from . import candidates, evaluate, second_runtime
 from . import inputs as reading
@@ -426,7 +427,7 @@ def audit(
 def _openvino_wanted(openvino: bool | None) -> Any:
     """The openvino module when the second runtime runs: None asks whether it is installed, False
     switches it off, True requires it (an AuditError that says how to install it otherwise)."""
-    from course_lib import runtimes
+    from course_machinery import runtimes
 
     if openvino is False:
         return None

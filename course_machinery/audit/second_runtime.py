@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from course_lib import measure, runtimes
+from course_lib import measure
+from course_machinery import runtimes
 
 from .decide import Decision, Measured, decide
 from .evaluate import collect

@@ -14,6 +14,7 @@ from typing import Any
 
 from course_lib import measure
 from course_lib.units import format_duration
+from course_machinery import html_page
 
 from .decide import LESSONS, MIN_SPEEDUP, ratio_text, rule_words
 from .findings import AuditResult, runtime_line, summary_markdown
@@ -279,7 +280,7 @@ def write(result: AuditResult) -> dict[str, Path]:
     files["json"].write_text(
         json.dumps(result.to_dict(), indent=2, default=_json_default) + "\n", encoding="utf-8"
     )
-    page = measure.markdown_page(markdown, f"Audit of {result.model.name}")  # None without markdown-it
+    page = html_page.markdown_page(markdown, f"Audit of {result.model.name}")  # None without markdown-it
     if page is not None:
         files["html"] = out / "audit.html"
         files["html"].write_text(page, encoding="utf-8")

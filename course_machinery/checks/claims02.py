@@ -256,7 +256,7 @@ def _(f):
 @book.end
 def _(mlp_int8: Any, te_int8: Any) -> None:
     """The course's results store: the MLP and the text encoder, for the report and lesson 06's table."""
-    from course_lib import measure
+    from course_machinery import results
 
     from ..verdicts import figures
 
@@ -267,7 +267,7 @@ def _(mlp_int8: Any, te_int8: Any) -> None:
         "fp32_ms": f["mlp_fp32_ms"],
         "int8_ms": f["mlp_int8_ms"],
     }
-    measure.record("02", "moons_mlp", "dynamic int8", mlp_metrics, {"weight_type": "QInt8"}, mlp_int8)
+    results.record("02", "moons_mlp", "dynamic int8", mlp_metrics, {"weight_type": "QInt8"}, mlp_int8)
     te_metrics = {
         "speedup_vs_optimized_b1": f["te_speedup_b1"],
         "speedup_vs_optimized_b16": f["te_speedup_b16"],
@@ -277,4 +277,4 @@ def _(mlp_int8: Any, te_int8: Any) -> None:
         "nn_agreement": f["te_nn_agreement_pc"],
     }
     te_settings = {"weight_type": "QInt8", "per_channel": True, "threads": 2}
-    measure.record("02", "text_encoder", "dynamic int8 per-channel", te_metrics, te_settings, te_int8)
+    results.record("02", "text_encoder", "dynamic int8 per-channel", te_metrics, te_settings, te_int8)

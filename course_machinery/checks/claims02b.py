@@ -288,7 +288,7 @@ def _(f):
 def _(resnet_int8: Any, options: dict, option_values: dict) -> None:
     """The course's results store: the ResNet18 and the text encoder's options, for the report and
     lesson 06's table."""
-    from course_lib import measure
+    from course_machinery import results
 
     from ..verdicts import figures
 
@@ -298,7 +298,7 @@ def _(resnet_int8: Any, options: dict, option_values: dict) -> None:
         "fp32_accuracy": f["fp32_accuracy"],
         "int8_accuracy": f["int8_accuracy"],
     }
-    measure.record(
+    results.record(
         "02b", "fashion_resnet18", "dynamic int8", resnet_metrics, {"weight_type": "QUInt8"}, resnet_int8
     )
     speeds = dict(
@@ -307,4 +307,4 @@ def _(resnet_int8: Any, options: dict, option_values: dict) -> None:
     for label, kwargs in options.items():
         v, settings = option_values[label], {k: str(value) for k, value in kwargs.items()}
         metrics = {**v["parity"], "speedup_vs_optimized_b16": f[speeds[label]]}
-        measure.record("02b", "text_encoder", label, metrics, settings, v["path"])
+        results.record("02b", "text_encoder", label, metrics, settings, v["path"])

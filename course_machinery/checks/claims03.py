@@ -316,7 +316,7 @@ def _(f):
 @book.end
 def _(named: dict) -> None:
     """One entry per ResNet18 variant in the course's results store, for the report and lesson 06's table."""
-    from course_lib import measure
+    from course_machinery import results
 
     for name, s in named.items():
         options = {key: getattr(value, "name", value) for key, value in s.options.items()}
@@ -327,4 +327,4 @@ def _(named: dict) -> None:
             "size_ratio": s.size_ratio,
             "speedup_b64": s.speedup,
         }
-        measure.record("03", "fashion_resnet18", name, metrics, options=options, path=s.path)
+        results.record("03", "fashion_resnet18", name, metrics, options=options, path=s.path)

@@ -237,7 +237,7 @@ def _(f):
 def _(by_method: dict, by_size: dict, qop_scored: Any, production: str) -> None:
     """One entry per variant in the course's results store; the QOperator file under lesson 03, where
     lesson 06's table looks for it."""
-    from course_lib import measure
+    from course_machinery import results
 
     for s in [*by_method.values(), *by_size.values()]:
         metrics = {
@@ -247,7 +247,7 @@ def _(by_method: dict, by_size: dict, qop_scored: Any, production: str) -> None:
             "size_ratio": s.size_ratio,
             "calibration_s": s.seconds,
         }
-        measure.record(
+        results.record(
             "03b", "fashion_resnet18", f"{production}, {s.name}", metrics, options=s.options, path=s.path
         )
     q = qop_scored
@@ -258,6 +258,6 @@ def _(by_method: dict, by_size: dict, qop_scored: Any, production: str) -> None:
         "size_ratio": q.size_ratio,
         "speedup_b64": q.speedup,
     }
-    measure.record(
+    results.record(
         "03", "fashion_resnet18", q.name, metrics, options={"quant_format": "QOperator"}, path=q.path
     )

@@ -317,7 +317,7 @@ def _(f):
 @book.end
 def _(variants: dict, parity: dict, targets: dict, speed: dict) -> None:
     """One entry per ResNet18 variant in the course's results store, for the report and lesson 06's table."""
-    from course_lib import measure
+    from course_machinery import results
 
     for name, path in variants.items():
         p, t = parity[name], targets[name]
@@ -330,4 +330,4 @@ def _(variants: dict, parity: dict, targets: dict, speed: dict) -> None:
             "passes_acceptance": t.verdict.passes,
             "meets_course_target": t.mark == "✔",
         }
-        measure.record(lesson="04", model="fashion_resnet18", variant=name, path=path, metrics=metrics)
+        results.record(lesson="04", model="fashion_resnet18", variant=name, path=path, metrics=metrics)

@@ -363,7 +363,7 @@ def _(f):
 @book.end
 def _(paths: dict, timed: dict, parities: dict, memory: dict, threads: int) -> None:
     """Every INT8 variant against fp32 in the course's results store, for the report."""
-    from course_lib import measure
+    from course_machinery import results
 
     for name in list(paths)[1:]:
         c = timed[64][name]
@@ -377,7 +377,7 @@ def _(paths: dict, timed: dict, parities: dict, memory: dict, threads: int) -> N
             "accuracy": parities[name].candidate_accuracy,
             "peak_memory_bytes": memory[name],
         }
-        measure.record(
+        results.record(
             lesson="05",
             model="fashion_resnet18",
             variant=name,

@@ -218,7 +218,7 @@ REMEDIES = {
 
 @book.figures("5")
 def _(speed: dict, parity: dict, precise: Any, load: Any) -> dict:
-    from course_lib.hardware import u8s8_can_saturate
+    from course_machinery.hardware import u8s8_can_saturate
 
     # this CPU's production variant, lesson 03's choice: reduce_range where U8S8 can saturate
     production = "U8S8, reduce_range" if u8s8_can_saturate() else "U8S8, full-range weights"
@@ -279,7 +279,7 @@ def _(f):
 @book.end
 def _(seq_speed: dict, te_int8: Any, threads: int) -> None:
     """The text encoder's ratios, for the course's report (keys.SPEED_05B)."""
-    from course_lib import measure
+    from course_machinery import results
 
     for length, c in seq_speed.items():
         metrics = {
@@ -288,7 +288,7 @@ def _(seq_speed: dict, te_int8: Any, threads: int) -> None:
             "speedup_high": c.speedup_high,
             "fp32_ms": c.latency["fp32"].median_ms,
         }
-        measure.record(
+        results.record(
             lesson="05b",
             model="text_encoder",
             variant=f"dynamic int8 per-channel, seq {length}",

@@ -34,7 +34,7 @@ NOT_INSTALLED = "OpenVINO is not installed (pip install openvino)"
 
 
 def _lowers(cpu: dict) -> bool:
-    from course_lib.runtimes import expected_default_precision
+    from course_machinery.hardware import expected_default_precision
 
     return cpu.get("openvino_default_precision", expected_default_precision()) != "f32"
 
@@ -55,7 +55,7 @@ def _unmeasured(run: str, installed: bool, refused: dict) -> dict | None:
 def _integer_convs(layers: list) -> tuple[int, int]:
     """(convolutions on integer kernels, convolutions): a layer counts when its runtime precision is
     u8 or i8 and its kernel's name does not say it computes in a float type."""
-    from course_lib.runtimes import kernel_precision
+    from course_machinery.runtimes import kernel_precision
 
     convs = [lay for lay in layers if lay.layer_type == "Convolution"]
     integer = [
@@ -81,12 +81,8 @@ def _retries(refused: dict, ran: Any, installed: bool) -> list[str] | dict:
 # 1. What OpenVINO compiles, and what it runs -----------------------------------------------------
 @book.figures("1")
 def _(compiled: dict, refused: dict, layers: dict, installed: bool) -> dict:
-    from course_lib.runtimes import (
-        expected_default_precision,
-        kernel_precision,
-        openvino_or_none,
-        precision_hint,
-    )
+    from course_machinery.hardware import expected_default_precision
+    from course_machinery.runtimes import kernel_precision, openvino_or_none, precision_hint
 
     out: dict[str, Any] = {"expected_hint": expected_default_precision()}
     out["default_hint"] = _unmeasured(DEFAULT_FP32, installed, refused) or precision_hint(
@@ -406,8 +402,8 @@ def _(f):
 @book.end
 def _(speed: dict, ov_parity: dict, files: dict, compiled: dict, threads: int) -> None:
     """Each OpenVINO run's ratio at batch 64 and its parity, for the course's report."""
-    from course_lib import measure
-    from course_lib.runtimes import openvino_or_none, precision_hint
+    from course_machinery import results
+    from course_machinery.runtimes import openvino_or_none, precision_hint
 
     openvino = openvino_or_none()
     for name, model in compiled.items():
@@ -426,7 +422,7 @@ def _(speed: dict, ov_parity: dict, files: dict, compiled: dict, threads: int) -
             "runtime": f"OpenVINO {openvino.__version__}",
             "precision": precision_hint(model),
         }
-        measure.record(
+        results.record(
             lesson="05c",
             model="fashion_resnet18",
             variant=name,

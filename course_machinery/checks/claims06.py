@@ -317,8 +317,7 @@ def _(candidates: dict, quality: dict, speed: dict, memory: dict, resnet: dict) 
     table when the lesson runs again."""
     from pathlib import Path
 
-    from course_lib import measure
-    from course_machinery import models
+    from course_machinery import models, results
 
     fp32 = models.get(TEXT_ENCODER).onnx_files["optimized"]
 
@@ -334,7 +333,7 @@ def _(candidates: dict, quality: dict, speed: dict, memory: dict, resnet: dict) 
             "speedup_b1_high": one and one.speedup_high,
             "speedup_short": short and short.speedup,
         }
-        measure.record("06", TEXT_ENCODER, label, metrics, options={"threads": 2}, path=path)
+        results.record("06", TEXT_ENCODER, label, metrics, options={"threads": 2}, path=path)
     for label, s in resnet.items():
         c, p = s.latency, s.parity
         metrics = {
@@ -347,4 +346,4 @@ def _(candidates: dict, quality: dict, speed: dict, memory: dict, resnet: dict) 
             "speedup_b64_low": c.speedup_low,
             "speedup_b64_high": c.speedup_high,
         }
-        measure.record("06", RESNET18, label, metrics, options={"threads": 2}, path=s.path)
+        results.record("06", RESNET18, label, metrics, options={"threads": 2}, path=s.path)

@@ -228,8 +228,7 @@ def _(quality: dict, files: dict, speed: dict) -> None:
     """The text encoder's rows in the course's results store: for the report and lesson 06's table."""
     from pathlib import Path
 
-    from course_lib import measure
-    from course_machinery import models
+    from course_machinery import models, results
 
     fp32_bytes = Path(models.get(TEXT_ENCODER).onnx_files["optimized"]).stat().st_size
     for label, path in files.items():
@@ -246,4 +245,4 @@ def _(quality: dict, files: dict, speed: dict) -> None:
             "speedup_b16_low": sixteen and sixteen.speedup_low,
             "speedup_b16_high": sixteen and sixteen.speedup_high,
         }
-        measure.record("06b", TEXT_ENCODER, label, metrics, options={"threads": 2}, path=path)
+        results.record("06b", TEXT_ENCODER, label, metrics, options={"threads": 2}, path=path)

@@ -150,7 +150,7 @@ def _(f):
 @book.end
 def _(scored: dict, differ: int, total: int, train_seconds: float) -> None:
     """The 4-bit files in the course's results store: for the report and lesson 06's table."""
-    from course_lib import measure
+    from course_machinery import results
 
     int4 = {"threads": 2, "weights": "int4, per-tensor, reduce_range", "activations": "uint8"}
     for name, s in scored.items():
@@ -170,4 +170,4 @@ def _(scored: dict, differ: int, total: int, train_seconds: float) -> None:
             "codes_differing": differ if name.startswith("QAT") else None,
             "codes": total if name.startswith("QAT") else None,
         }
-        measure.record("06c", RESNET18, name, metrics, options=int4, path=s.path)
+        results.record("06c", RESNET18, name, metrics, options=int4, path=s.path)

@@ -266,11 +266,10 @@ def _(f):
 @book.end
 def _(fp32: Path, dynamic: Path, speed: dict, ppl: dict, threads: int) -> None:
     """The NanoGPT's dynamic INT8 in the course's results store: the report sets it beside seed 003's quote."""
-    from course_lib import measure
-    from course_machinery import nanogpt
+    from course_machinery import nanogpt, results
 
     comparison = speed[1]["dynamic"]
-    measure.record(
+    results.record(
         lesson="07",
         model=nanogpt.NAME,
         variant="dynamic int8",

@@ -69,7 +69,7 @@ def check_failing_variants(
     if odd:
         return invalid(f"{odd[0]!r} is not one of the reasons: {', '.join(map(repr, FAILURE_REASONS))}.")
     if saturates is None:
-        from course_lib.hardware import u8s8_can_saturate
+        from course_machinery.hardware import u8s8_can_saturate
 
         saturates = u8s8_can_saturate()
     guess = {name: reasons[str(reason).strip().lower()] for name, reason in answer.items()}

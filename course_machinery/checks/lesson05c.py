@@ -9,7 +9,7 @@ from .result import CheckResult, invalid, needs_answer, speedup_interval, wrong
 
 
 def _without_openvino() -> CheckResult | None:
-    from course_lib.runtimes import INSTALL_HINT, openvino_or_none
+    from course_machinery.runtimes import INSTALL_HINT, openvino_or_none
 
     if openvino_or_none() is not None:
         return None
@@ -21,7 +21,7 @@ def _without_openvino() -> CheckResult | None:
 
 
 def _integer_convs(compiled) -> tuple[int, int]:
-    from course_lib.runtimes import kernel_precision, runtime_layers
+    from course_machinery.runtimes import kernel_precision, runtime_layers
 
     convs = [lay for lay in runtime_layers(compiled) if lay.layer_type == "Convolution"]
     integer = [
@@ -54,7 +54,7 @@ def check_pinned_integer_convs(guess: str, answer, path, threads: int, compiled=
     except (TypeError, ValueError):
         return invalid(f"Got {answer!r}; give one whole number, a count of convolution layers.")
     if compiled is None:
-        from course_lib.runtimes import require_openvino
+        from course_machinery.runtimes import require_openvino
 
         compiled = (
             require_openvino()

@@ -58,7 +58,7 @@ class ModelSpec:
     data_fingerprint: Callable[[], str] = field(default=lambda: "")
 
 
-# The demo models' names, as the cache, the results store (`measure.record`) and the report know them.
+# The demo models' names, as the cache, the results store (`results.record`) and the report know them.
 
 MODELS: dict[str, ModelSpec] = {
     MOONS_MLP: ModelSpec(

@@ -199,7 +199,7 @@ def device_description(device: torch.device) -> str:
     """The device in words, for messages and the cache metadata: 'CPU (AMD EPYC, 2 threads)', …"""
     if device.type == "cuda":
         return f"CUDA ({torch.cuda.get_device_name(device)})"
-    from course_lib.hardware import cpu_name
+    from course_machinery.hardware import cpu_name
 
     threads = torch.get_num_threads()
     return f"CPU ({cpu_name()}, {threads} thread{'s' if threads != 1 else ''})"

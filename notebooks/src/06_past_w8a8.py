@@ -306,7 +306,7 @@ cl.verify("06.2", a8=resnet_scored[a8_label], a16=resnet_scored[a16_label], ran_
 # The course's options side by side: when to reach for each, its size as a share of fp32's ("of
 # fp32"), its quality (the worst sentence's cosine, or the top-1 agreement with fp32) and its
 # speed. This lesson's rows come from this run; those of lessons 02–04 and of the optional
-# 03b, 06b and 06c from the results store (`measure.load_results`), which each lesson writes when
+# 03b, 06b and 06c from the results store (`cl.results.load_results`), which each lesson writes when
 # it runs. A lesson that has not run here is left out, and the cell names what is missing. (In
 # Colab, set `KEEP_ON_DRIVE = True` in each lesson's setup cell, so that the store outlives the
 # session.) Speeds recorded minutes or days apart do not compare, so the cell times again, in
@@ -351,7 +351,7 @@ def entry(lesson, metrics, path):
     return {"lesson": lesson, "metrics": metrics, "file": {"name": path.name, "bytes": path.stat().st_size}}
 
 
-found = {(e["model"], e["variant"]): e for e in measure.load_results()}  # the latest of each
+found = {(e["model"], e["variant"]): e for e in cl.results.load_results()}  # the latest of each
 found[TEXT, dynamic_label] = entry("02", quality[dynamic_label], dynamic_int8)
 found[TEXT, b32] = entry("06", quality[b32], weight_only[b32])
 for x, s in resnet_scored.items():

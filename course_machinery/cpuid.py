@@ -3,12 +3,12 @@
 ONNX Runtime's MLAS picks its kernels from CPUID's feature bits and XGETBV's XCR0 (which state the
 operating system saves). The operating system's own report (/proc/cpuinfo) can disagree: under an
 emulator (`qemu-x86_64 -cpu Haswell`) it shows the host's flags, and under the course's CPUID mask
-(course_machinery.cpumask) it shows flags the runtime no longer sees. So `course_lib.hardware`
+(course_machinery.cpumask) it shows flags the runtime no longer sees. So `course_machinery.hardware`
 reads CPUID itself, with two tiny machine-code stubs run from a page of executable memory through
 ctypes. Where that is impossible (not x86-64, executable memory refused by SELinux or a hardened
 kernel) `read()` returns None and the caller falls back to the operating system's report.
 
-`python -m course_lib.cpuid` prints this machine's leaves as JSON (the fixtures in
+`python -m course_machinery.cpuid` prints this machine's leaves as JSON (the fixtures in
 tests/fixtures/cpuid/ were recorded with it).
 """
 

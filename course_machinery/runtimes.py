@@ -9,8 +9,8 @@ module holds what is plumbing around them:
     OpenVINORunner     a compiled model behind the methods `measure` uses (`run`, `get_inputs`,
                        `get_outputs`), so `compare_latency` times it in turn with an ONNX Runtime
                        session and `measure.logits` scores it
-    precision_hint     the precision a compiled model computes its float parts in ("f32", "bf16", …);
-                       expected_default_precision: the one OpenVINO documents for this CPU
+    precision_hint     the precision a compiled model computes its float parts in ("f32", "bf16", …)
+                       (the one OpenVINO documents for a CPU: `hardware.expected_default_precision`)
     layer_precisions   what each compute layer of the compiled model really runs: its runtime
                        precision and primitive (OpenVINO's kernel), read from the runtime model
     kernel_precision   the type a kernel computes in, read from its own name: a layer labelled i8
@@ -101,21 +101,6 @@ def _short(element_type: Any) -> str:
         return str(name())
     text = str(element_type)
     return {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}.get(text, text)
-
-
-def expected_default_precision(features: Mapping[str, bool] | None = None, machine: str | None = None) -> str:
-    """The precision OpenVINO's CPU plugin documents as its default for a float32 model's float
-    parts on this CPU (or on `features`, a `hardware.half_float_features()` dict, and `machine`):
-    'bf16' on x86 with AVX512_BF16 or AMX, 'f16' on ARM with FP16 arithmetic, else 'f32'."""
-    import platform
-
-    from . import hardware
-
-    f = hardware.half_float_features() if features is None else features
-    arm = (machine or platform.machine()).lower() in ("arm64", "aarch64")
-    if arm:
-        return "f16" if f.get("ARM fp16") else "f32"
-    return "bf16" if f.get("AVX-512 BF16") or f.get("AMX (BF16)") else "f32"
 
 
 def precision_hint(compiled: Any) -> str:

@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import hardware
-from ..data import data_dir
-from ..files import atomic_write, sha256_file
-from ..versions import library_versions
-from .sessions import physical_cores
+from course_lib.data import data_dir
+from course_lib.files import atomic_write, sha256_file
+from course_lib.measure.sessions import physical_cores
+from course_lib.versions import library_versions
+from course_machinery import hardware
 
 RESULTS_FILE = "results.json"
 

@@ -17,7 +17,7 @@ tested with outputs recorded on real machines (tests/fixtures/platforms/):
                          IsProcessorFeaturePresent
     elsewhere (Windows x86 ...)  py-cpuinfo, which reads CPUID
 
-On x86-64 the AVX, AVX-512, VNNI and AMX flags then come from CPUID itself (course_lib.cpuid), which
+On x86-64 the AVX, AVX-512, VNNI and AMX flags then come from CPUID itself (course_machinery.cpuid), which
 is what ONNX Runtime's kernels follow: the operating system's report can say otherwise (an emulator
 such as `qemu-x86_64 -cpu Haswell`, or the course's CPUID mask, course_machinery.cpumask, change
 what CPUID answers and leave /proc/cpuinfo as it was). Two environment variables change the report:
@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from . import cpuid
+from course_machinery import cpuid
 
 # Feature name as the course says it -> the flag that reveals it (Linux's /proc/cpuinfo names; the
 # other platforms' answers are translated to these) and what it does for INT8.
@@ -437,6 +437,19 @@ def half_float_features(flags: frozenset[str] | None = None) -> dict[str, bool]:
     """Which half-precision float features this CPU (or the Linux-style `flags` given) has."""
     found = _cpu().flags if flags is None else flags
     return {feature: flag in found for feature, flag in HALF_FLOAT_FEATURES.items()}
+
+
+def expected_default_precision(features: Mapping[str, bool] | None = None, machine: str | None = None) -> str:
+    """The precision OpenVINO's CPU plugin documents as its default for a float32 model's float
+    parts on this CPU (or on `features`, a `half_float_features()` dict, and `machine`):
+    'bf16' on x86 with AVX512_BF16 or AMX, 'f16' on ARM with FP16 arithmetic, else 'f32'."""
+    import platform
+
+    f = half_float_features() if features is None else features
+    arm = (machine or platform.machine()).lower() in ("arm64", "aarch64")
+    if arm:
+        return "f16" if f.get("ARM fp16") else "f32"
+    return "bf16" if f.get("AVX-512 BF16") or f.get("AMX (BF16)") else "f32"
 
 
 def cpu_name() -> str:
