@@ -60,7 +60,11 @@ def texts(paths) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=ROOT)
-    parser.add_argument("--list", choices=("unused", "tests-only", "lessons", "machinery-only"), default=None)
+    parser.add_argument(
+        "--list",
+        choices=("unused", "tests-only", "lessons", "returned", "inside", "machinery-only"),
+        default=None,
+    )
     args = parser.parse_args()
     root = args.root
     functions, classes = public_names(root)
@@ -72,14 +76,22 @@ def main() -> None:
     def named(name: str, text: str) -> bool:
         return re.search(rf"\b{re.escape(name)}\b", text) is not None
 
-    by_lessons, machinery_only, tests_only, unused = [], [], [], []
+    # Each public name, by its first use in this order: a lesson names it; a lesson gets it back (a
+    # class the library returns, yields or raises, which a lesson holds without naming); the library
+    # uses it (in another module, or in its own: a public helper); the machinery calls it; tests only.
+    library_text = "\n".join(library.values())
+    returned = {m.group(1) for m in re.finditer(r"(?:->|raise|yield)[^\n:=]*?\b([A-Z]\w+)\b", library_text)}
+    by_lessons, returned_types, inside, machinery_only, tests_only, unused = [], [], [], [], [], []
     for key, path in {**functions, **classes}.items():
         name = key.split(":")[1]
         elsewhere = any(named(name, text) for p, text in library.items() if p != path)
+        own = len(re.findall(rf"\b{re.escape(name)}\b", library[path])) > 1
         if named(name, lessons):
             by_lessons.append(key)
-        elif elsewhere:
-            continue
+        elif key in classes and name in returned:
+            returned_types.append(key)
+        elif elsewhere or own:
+            inside.append(key)
         elif named(name, machinery):
             machinery_only.append(key)
         elif named(name, tests):
@@ -87,14 +99,14 @@ def main() -> None:
         else:
             unused.append(key)
     helpers = re.findall(r"^def (\w+)\(", lessons, re.MULTILINE)
-    total = len(functions) + len(classes)
     print(f"course_lib: {lines(library_files(root)):,} lines in {len(library)} modules")
     print(f"course_machinery: {lines(machinery_files(root)):,} lines")
     print(f"course_lib's public names: {len(functions)} functions, {len(classes)} classes")
-    print(f"  named by a lesson: {len(by_lessons)}; by no lesson: {total - len(by_lessons)}, of which")
+    print(f"  named by a lesson: {len(by_lessons)}")
     print(
-        f"  used only inside the library: {total - len(by_lessons) - len(machinery_only) - len(tests_only) - len(unused)}"
+        f"  a class a lesson gets back (returned, yielded or raised) without naming it: {len(returned_types)}"
     )
+    print(f"  used inside the library (by a lesson's calls) and named by no lesson: {len(inside)}")
     print(f"  named only by the machinery: {len(machinery_only)}; only by tests: {len(tests_only)}")
     print(f"  named nowhere outside their module: {len(unused)}")
     print(f"lesson helper definitions: {len(helpers)} ({', '.join(sorted(set(helpers)))})")
@@ -109,6 +121,8 @@ def main() -> None:
             "unused": unused,
             "tests-only": tests_only,
             "lessons": by_lessons,
+            "returned": returned_types,
+            "inside": inside,
             "machinery-only": machinery_only,
         }[args.list]
         print(f"\n{args.list}:")

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     recipe = models.RESNET_RECIPE
-    n = len(data.split_indices()["train"])
+    n = len(data._split_indices()["train"])
     print(f"{hardware.cpu_summary()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}")
     print(f"recipe: {recipe.epochs} epochs of {n:,} images; {args.steps} timed steps per setting\n")
     images_per_second(32, 256, True, True, 2)  # the first steps of a process are slow: not timed

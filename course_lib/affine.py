@@ -10,8 +10,8 @@ Read in this order:
     1. integer ranges       qrange
     2. choosing s and z     scale_zero_point
     3. the encoding itself  round_half_to_even, quantize, dequantize, fake_quantize
-    4. what it costs        representable_range, clipping_range, clipped_mask, quantization_error
-    5. granularity          block_scale_zero_point, quantize_blockwise
+    4. what it costs        representable_range, _clipping_range, _clipped_mask, quantization_error
+    5. granularity          _block_scale_zero_point, _quantize_blockwise
                             (course_lib.explorers.granularity_study compares the three on one weight)
 
 What the integers become next (their bytes, and the arithmetic kernels do on them) is
@@ -67,12 +67,12 @@ def _check_dtype(dtype: str) -> tuple[int, bool, type[np.integer]]:
     return DTYPES[dtype]
 
 
-def is_signed(dtype: str) -> bool:
+def _is_signed(dtype: str) -> bool:
     """True for int8/int4/int16, False for the unsigned types."""
     return _check_dtype(dtype)[1]
 
 
-def storage_dtype(dtype: str) -> type[np.integer]:
+def _storage_dtype(dtype: str) -> type[np.integer]:
     """The numpy type that holds one value of `dtype` (int4 values are held in int8, one per byte)."""
     return _check_dtype(dtype)[2]
 
@@ -158,7 +158,7 @@ def scale_zero_point(
         zero_point = np.full_like(scale, np.round((qmin + qmax) / 2.0))
     else:
         zero_point = np.round(qmin - rmin / safe_scale)
-    zero_point = np.where(degenerate, 0, zero_point).astype(storage_dtype(dtype))
+    zero_point = np.where(degenerate, 0, zero_point).astype(_storage_dtype(dtype))
     return safe_scale.astype(np.float32)[()], zero_point[()]
 
 
@@ -227,7 +227,7 @@ def _saturate(q: np.ndarray, dtype: str) -> np.ndarray:
     NaN has no integer; ONNX Runtime's CPU kernels send it to qmin, and so does this.
     """
     qmin, qmax = qrange(dtype)
-    return np.clip(np.where(np.isnan(q), qmin, q), qmin, qmax).astype(storage_dtype(dtype))
+    return np.clip(np.where(np.isnan(q), qmin, q), qmin, qmax).astype(_storage_dtype(dtype))
 
 
 def _quantize(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, dtype: str) -> np.ndarray:
@@ -248,7 +248,7 @@ def quantize(
     full range of `dtype`.
     axis: None for one scale and zero point per tensor; an axis for one per slice along it (scale and
         zero point of shape (x.shape[axis],)), e.g. axis=0 for the output channels of a weight.
-    Returns an array of storage_dtype(dtype): int8/uint8 (int4/uint4 values are held one per byte).
+    Returns an array of _storage_dtype(dtype): int8/uint8 (int4/uint4 values are held one per byte).
     """
     _check_dtype(dtype)
     x = np.asarray(x, dtype=np.float32)
@@ -304,7 +304,7 @@ def representable_range(
     """The end levels [dequantize(qmin), dequantize(qmax)]: every code decodes to a value in here.
 
     Inside it the error is at most scale / 2 (rounding). Half a step beyond each end a value still
-    rounds to the end level; further out it is clipped (see clipping_range) and the error grows
+    rounds to the end level; further out it is clipped (see _clipping_range) and the error grows
     without bound. Per-channel scale and zero point give one interval per channel.
     """
     qmin, qmax = qrange(dtype)
@@ -316,7 +316,7 @@ def representable_range(
     return lo[()], hi[()]
 
 
-def clipping_range(
+def _clipping_range(
     scale: ArrayLike,
     zero_point: ArrayLike,
     dtype: str = "uint8",
@@ -344,14 +344,14 @@ def clipping_range(
     return low[()], high[()]
 
 
-def clipped_mask(
+def _clipped_mask(
     x: ArrayLike, scale: ArrayLike, zero_point: ArrayLike, dtype: str = "uint8", axis: int | None = None
 ) -> np.ndarray:
-    """True where x is clipped: outside clipping_range, where saturation, not rounding, sets the error."""
+    """True where x is clipped: outside _clipping_range, where saturation, not rounding, sets the error."""
     x = np.asarray(x, dtype=np.float32)
     axis = _normalize_axis(axis, x.ndim)
     length = None if axis is None else x.shape[axis]
-    low, high = clipping_range(scale, zero_point, dtype)
+    low, high = _clipping_range(scale, zero_point, dtype)
     low = _per_axis(low, "scale", x.ndim, axis, length)
     high = _per_axis(high, "scale", x.ndim, axis, length)
     return (x < low) | (x > high)
@@ -370,7 +370,7 @@ class ErrorStats:
 
 def quantization_error(x: ArrayLike, x_hat: ArrayLike, clipped: ArrayLike | None = None) -> ErrorStats:
     """Mean squared error, worst error, SQNR = 10·log10(mean(x²) / mean((x - x̂)²)) and, given
-    clipped = clipped_mask(x, scale, zero_point, dtype), the percentage of values that were clipped."""
+    clipped = _clipped_mask(x, scale, zero_point, dtype), the percentage of values that were clipped."""
     x = np.asarray(x, dtype=np.float64)
     x_hat = np.asarray(x_hat, dtype=np.float64)
     if x.shape != x_hat.shape:
@@ -412,7 +412,7 @@ def _blocks(w: np.ndarray, block_size: int, axis: int) -> np.ndarray:
     return np.pad(moved, pad).reshape(*moved.shape[:-1], n_blocks, block_size)
 
 
-def block_scale_zero_point(
+def _block_scale_zero_point(
     w: ArrayLike, block_size: int, dtype: str = "int8", symmetric: bool = True, axis: int = -1
 ) -> tuple[np.ndarray, np.ndarray]:
     """One scale and zero point per block of `block_size` consecutive values along `axis`.
@@ -427,7 +427,7 @@ def block_scale_zero_point(
     return np.moveaxis(np.asarray(scale), -1, axis), np.moveaxis(np.asarray(zero_point), -1, axis)
 
 
-def quantize_blockwise(
+def _quantize_blockwise(
     w: ArrayLike, block_size: int, dtype: str = "int8", symmetric: bool = True, axis: int = -1
 ) -> tuple[np.ndarray, int]:
     """Quantize w block by block and return (reconstruction x̂, number of scale/zero-point values stored).
@@ -438,12 +438,12 @@ def quantize_blockwise(
     """
     w = np.asarray(w, dtype=np.float32)
     axis = _normalize_axis(axis, w.ndim)
-    scale, zero_point = block_scale_zero_point(w, block_size, dtype, symmetric, axis)
+    scale, zero_point = _block_scale_zero_point(w, block_size, dtype, symmetric, axis)
     blocks = _blocks(w, block_size, axis)
     s = np.moveaxis(scale, axis, -1)[..., None]  # back to the (..., n_blocks, 1) layout of the blocks
     z = np.moveaxis(zero_point, axis, -1)[..., None]
     x_hat = (_quantize(blocks, s, z, dtype).astype(np.int32) - z.astype(np.int32)).astype(np.float32) * s
     n = w.shape[axis]
     x_hat = x_hat.reshape(*x_hat.shape[:-2], -1)[..., :n]  # drop the padding
-    stores_zero_point = not (symmetric and is_signed(dtype))
+    stores_zero_point = not (symmetric and _is_signed(dtype))
     return np.moveaxis(x_hat, -1, axis), int(scale.size * (2 if stores_zero_point else 1))

@@ -16,8 +16,8 @@ So every sample is checked once, before calibration starts, by the course's one 
 rank, fixed dimensions) and for finite values. The first bad sample is reported by index, with what
 was expected, what was found and the fix: `quantize_static` never starts on bad data.
 
-    input_spec     what the model declares for one input: an `inputs.InputSpec` (name, dtype, shape)
-    check_samples  a calibration set checked against an InputSpec; returns a read-only copy
+    _input_spec     what the model declares for one input: an `inputs.InputSpec` (name, dtype, shape)
+    _check_samples  a calibration set checked against an InputSpec; returns a read-only copy
     ArrayReader    samples you already have (a numpy array, first axis = samples, or a list of
                    per-sample arrays), checked, then fed in batches to one model input
     DatasetReader  Fashion-MNIST images from one of the course's splits, through the course's
@@ -40,15 +40,13 @@ from onnxruntime.quantization import CalibrationDataReader
 
 from . import data
 from .inputs import Dim, InputError, InputSpec, check_array
-from .inputs import fmt_shape as _fmt_shape
+from .inputs import _fmt_shape as _fmt_shape
 
 __all__ = [
     "ArrayReader",
     "CalibrationError",
     "DatasetReader",
     "InputSpec",
-    "check_samples",
-    "input_spec",
 ]
 
 # A bad calibration input is the course's one input error (course_lib.inputs); the name stays for
@@ -63,7 +61,7 @@ def _is_int(value: Any) -> bool:
 # --------------------------------------------------------------------------------------------
 # What the model declares: one input's name, dtype and shape
 # --------------------------------------------------------------------------------------------
-def input_spec(model: str | os.PathLike | onnx.ModelProto, input_name: str | None = None) -> InputSpec:
+def _input_spec(model: str | os.PathLike | onnx.ModelProto, input_name: str | None = None) -> InputSpec:
     """The declared name, dtype and shape of the input of `model` that calibration feeds.
 
     `model` is the fp32 model to calibrate (a path or an onnx.ModelProto; its weights are not
@@ -128,7 +126,7 @@ def _pick_input(model: onnx.ModelProto, input_name: str | None) -> onnx.ValueInf
 # --------------------------------------------------------------------------------------------
 # Checking samples against it
 # --------------------------------------------------------------------------------------------
-def check_samples(
+def _check_samples(
     samples: np.ndarray | Sequence[Any], spec: InputSpec, *, batch_size: int = 1
 ) -> np.ndarray | list[np.ndarray]:
     """Check a calibration set against `spec`; return a read-only copy of it.
@@ -277,8 +275,8 @@ class ArrayReader(CalibrationDataReader):
 
     `samples` is a numpy array whose first axis is the sample axis (e.g. (N, 1, 32, 32)) or a
     list of per-sample arrays (each e.g. (1, 32, 32)). `model` is the fp32 ONNX model to be
-    calibrated (path or ModelProto): its declared input (`input_spec`) fixes the dtype, rank and
-    fixed dims every sample must have, and `check_samples` raises CalibrationError at the first
+    calibrated (path or ModelProto): its declared input (`_input_spec`) fixes the dtype, rank and
+    fixed dims every sample must have, and `_check_samples` raises CalibrationError at the first
     bad sample. The reader feeds one input; a model with several required inputs needs a reader
     that feeds them all.
     """
@@ -293,9 +291,9 @@ class ArrayReader(CalibrationDataReader):
     ):
         _check_batch_size(batch_size)  # before the model is read: the cheapest mistake first
         self.batch_size = int(batch_size)
-        self.spec = input_spec(model, input_name)
+        self.spec = _input_spec(model, input_name)
         self.model_path = None if isinstance(model, onnx.ModelProto) else Path(model)
-        self._samples = check_samples(samples, self.spec, batch_size=self.batch_size)
+        self._samples = _check_samples(samples, self.spec, batch_size=self.batch_size)
         # None when free dims differ between samples (then _samples is a list of arrays).
         self.sample_shape = self._samples.shape[1:] if isinstance(self._samples, np.ndarray) else None
         self.rewind()
@@ -559,7 +557,7 @@ def quantized_ranges(qdq_model: str | os.PathLike) -> dict[str, tuple[float, flo
     """The float values each per-tensor QuantizeLinear of a QDQ model stores without clipping:
     {tensor: (low, high)}.
 
-    affine.clipping_range of the node's scale and zero point: the end levels widened by half a
+    affine._clipping_range of the node's scale and zero point: the end levels widened by half a
     step, (qmin - zero_point - 0.5) * scale to (qmax - zero_point + 0.5) * scale. A value inside
     rounds to a level within half a step; a value outside is stored as the end level, with a larger
     error: it saturates (is clipped).
@@ -580,7 +578,7 @@ def quantized_ranges(qdq_model: str | os.PathLike) -> dict[str, tuple[float, flo
             continue  # per-axis: a weight, not an activation
         dtype = zero.dtype.name if zero is not None else "uint8"  # ONNX's default zero point: uint8 0
         z = int(zero.reshape(-1)[0]) if zero is not None else 0
-        low, high = affine.clipping_range(scale.reshape(-1)[0], z, dtype)
+        low, high = affine._clipping_range(scale.reshape(-1)[0], z, dtype)
         ranges[node.input[0]] = (float(low), float(high))
     return ranges
 

@@ -268,7 +268,7 @@ def load_fashion_mnist(download: bool = True) -> FashionMNIST:
 class Preprocessing:
     """uint8 (N, 28, 28) images -> float32 (N, 1, size, size), zero-padded and normalised.
 
-    The mean and std are computed from the training set (`fit_preprocessing`) and stored with
+    The mean and std are computed from the training set (`_fit_preprocessing`) and stored with
     every trained model and inside every exported ONNX file.
     """
 
@@ -301,7 +301,7 @@ class Preprocessing:
         return cls(**{k: d[k] for k in ("mean", "std", "size", "layout", "dtype")})
 
 
-def fit_preprocessing(train_images: np.ndarray, size: int = 32) -> Preprocessing:
+def _fit_preprocessing(train_images: np.ndarray, size: int = 32) -> Preprocessing:
     """Normalisation constants from the training images (pixel values scaled to [0, 1]).
 
     Exact integer sums over chunks of images: a float64 copy of the whole set would take 376 MB,
@@ -320,7 +320,7 @@ def fit_preprocessing(train_images: np.ndarray, size: int = 32) -> Preprocessing
 
 @lru_cache(maxsize=1)
 def _default_preprocessing() -> Preprocessing:
-    return fit_preprocessing(load_fashion_mnist().train_images)
+    return _fit_preprocessing(load_fashion_mnist().train_images)
 
 
 def default_preprocessing() -> Preprocessing:
@@ -340,7 +340,7 @@ SPLITS = ("train", "calibration", "validation", "test")
 
 
 @lru_cache(maxsize=1)
-def split_indices() -> Mapping[str, np.ndarray]:
+def _split_indices() -> Mapping[str, np.ndarray]:
     """Indices into the training file for train / calibration / validation (fixed seed).
 
     Computed once per process and shared by every caller, so neither the mapping nor its
@@ -368,7 +368,7 @@ def load_split(name: str) -> tuple[np.ndarray, np.ndarray]:
     ds = load_fashion_mnist()
     if name == "test":
         return ds.test_images, ds.test_labels
-    idx = split_indices()[name]
+    idx = _split_indices()[name]
     return ds.train_images[idx], ds.train_labels[idx]
 
 

@@ -43,7 +43,7 @@ class InputError(ValueError):
         self.sample = sample
 
 
-def fmt_shape(shape: Sequence[Dim]) -> str:
+def _fmt_shape(shape: Sequence[Dim]) -> str:
     """(N, 1, 32, 32) style: free dims by their name, unknown ones as '?'."""
     parts = ["?" if d is None else str(d) for d in shape]
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
@@ -77,7 +77,7 @@ class InputSpec:
         """'(N, 1, 32, 32), i.e. samples of shape (1, 32, 32)', as the error messages put it."""
         if self.shape is None:
             return "a tensor of unknown shape"
-        return f"{fmt_shape(self.shape)}, i.e. samples of shape {fmt_shape(self.sample_shape)}"
+        return f"{_fmt_shape(self.shape)}, i.e. samples of shape {_fmt_shape(self.sample_shape)}"
 
     @classmethod
     def of(cls, value: onnx.ValueInfoProto) -> InputSpec:
@@ -199,7 +199,7 @@ def _as_array(
     array: Any, spec: InputSpec, what: str, name: str, model: str | None, sample: int | None
 ) -> np.ndarray:
     """`array` as a numpy array of numbers, or an InputError saying what it was instead."""
-    wanted = f"an array of {spec.dtype if spec.dtype is not None else 'numbers'} of shape {fmt_shape(spec.shape or ())}"
+    wanted = f"an array of {spec.dtype if spec.dtype is not None else 'numbers'} of shape {_fmt_shape(spec.shape or ())}"
     converted = None
     if not isinstance(array, str | bytes | Mapping) and array is not None:
         try:
@@ -253,7 +253,7 @@ def _check_shape(
     if len(shape) != len(dims):
         batch = "" if batched else f", so a batch of it has rank {len(shape) + 1}"
         raise InputError(
-            f"{what} has shape {fmt_shape(shape)} (rank {len(shape)}){batch}; {target} expects rank "
+            f"{what} has shape {_fmt_shape(shape)} (rank {len(shape)}){batch}; {target} expects rank "
             f"{len(spec.shape)}: {spec.describe()}. {_rank_hint(shape, dims, batched, name, listed)}",
             expected=spec.shape,
             found=shape,
@@ -264,9 +264,9 @@ def _check_shape(
         if isinstance(dims[axis], int) and shape[axis] != dims[axis]:
             where = f"axis {axis}" if batched else f"axis {axis} of the sample"
             raise InputError(
-                f"{what} has shape {fmt_shape(shape)}; {target} expects {spec.describe()} ({where} is "
+                f"{what} has shape {_fmt_shape(shape)}; {target} expects {spec.describe()} ({where} is "
                 f"{shape[axis]}, not {dims[axis]}). Resize, pad or reorder the data the way production "
-                f"does so that each sample has shape {fmt_shape(spec.sample_shape)}.",
+                f"does so that each sample has shape {_fmt_shape(spec.sample_shape)}.",
                 expected=spec.shape,
                 found=shape,
                 sample=sample,
@@ -305,7 +305,7 @@ def _rank_hint(shape: tuple[int, ...], dims: tuple[Dim, ...], batched: bool, nam
                 if listed:
                     return f"There is an extra axis of size 1: drop it with [np.squeeze(s, {k}) for s in {name}]."
                 return f"There is an extra axis of size 1: drop it with np.squeeze({name}, {k + offset})."
-    sample_shape = fmt_shape(dims[1:] if batched else dims)
+    sample_shape = _fmt_shape(dims[1:] if batched else dims)
     if batched or not listed:
         return f"The first axis of {name} is the sample axis; each sample's shape is {sample_shape}."
     return f"Each sample must have shape {sample_shape}."

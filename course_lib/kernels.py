@@ -153,7 +153,7 @@ def _pair(node: onnx.NodeProto, initializers, producers) -> str:
     return _SHORT.get(a, a) + _SHORT.get(w, w)
 
 
-def read_kernels(model: onnx.ModelProto, name: str = "") -> Kernels:
+def _read_kernels(model: onnx.ModelProto, name: str = "") -> Kernels:
     """`Kernels` of a graph already optimized (see `kernels` for a file)."""
     graph = model.graph
     initializers = {t.name: t for t in graph.initializer}
@@ -221,7 +221,7 @@ def kernels(
     name = path.stem + (".config" if config else "")  # a configured session's graph has its own file
     out = None if folder is None and not config else Path(folder or path.parent) / f"{name}.optimized.onnx"
     optimized = optimized_graph(path, out, threads=threads, config=config)
-    return read_kernels(onnx.load(str(optimized), load_external_data=False), Path(path).stem)
+    return _read_kernels(onnx.load(str(optimized), load_external_data=False), Path(path).stem)
 
 
 def kernel_rows(variants: Mapping[str, Kernels]) -> list[dict[str, str]]:

@@ -85,7 +85,7 @@ def ort_dequantize(q, scale, zero_point, dtype: str, axis: int | None, opset: in
 def test_worked_examples_with_scale_one_tenth(dtype):
     q = affine.quantize([1.2, 1.24, 0.26], 0.1, 0, dtype)
     assert q.tolist() == [12, 12, 3]
-    assert q.dtype == affine.storage_dtype(dtype)
+    assert q.dtype == affine._storage_dtype(dtype)
     x_hat = affine.dequantize(q, 0.1, 0)
     assert x_hat.dtype == np.float32
     assert x_hat.tolist() == pytest.approx([1.2, 1.2, 0.3], abs=1e-6)
@@ -99,7 +99,7 @@ def test_worked_example_out_of_range_saturates():
     x_hat = affine.dequantize(q, 0.1, 0)
     assert x_hat[0] == pytest.approx(12.7, abs=1e-6)
     assert 20.0 - x_hat[0] == pytest.approx(7.3, abs=1e-5)
-    assert affine.clipped_mask([20.0, 12.7, -12.8, -12.9], 0.1, 0, "int8").tolist() == [
+    assert affine._clipped_mask([20.0, 12.7, -12.8, -12.9], 0.1, 0, "int8").tolist() == [
         True,
         False,
         False,
@@ -136,7 +136,7 @@ def test_error_is_at_most_half_a_step_inside_the_range(dtype, symmetric, rmin, r
     bound = scale / 2 + 4 * np.finfo(np.float32).eps * max(abs(lo), abs(hi))
     assert np.max(np.abs(x - x_hat)) <= bound
     assert np.max(np.abs(x - x_hat)) > 0.49 * scale  # and the bound is reached: it is the right one
-    err = affine.quantization_error(x, x_hat, affine.clipped_mask(x, scale, zero_point, dtype))
+    err = affine.quantization_error(x, x_hat, affine._clipped_mask(x, scale, zero_point, dtype))
     assert err.percent_clipped == 0.0
     assert err.max_abs_error <= bound
     assert err.mse == pytest.approx(scale**2 / 12, rel=0.02)  # uniform rounding noise
@@ -169,11 +169,11 @@ CASES += [(dtype, layout, 21) for dtype in ("int4", "uint4") for layout in LAYOU
 def random_parameters(dtype: str, shape, axis, rng):
     qmin, qmax = affine.qrange(dtype)
     if axis is None:
-        return np.float32(0.0375), affine.storage_dtype(dtype)(rng.integers(qmin, qmax + 1))
+        return np.float32(0.0375), affine._storage_dtype(dtype)(rng.integers(qmin, qmax + 1))
     n = shape[axis]
     scale = rng.uniform(0.01, 0.3, n).astype(np.float32)
     scale[0] = 0.125  # a power of two, so its ties are exact whatever k is
-    return scale, rng.integers(qmin, qmax + 1, n).astype(affine.storage_dtype(dtype))
+    return scale, rng.integers(qmin, qmax + 1, n).astype(affine._storage_dtype(dtype))
 
 
 def tricky_tensor(shape, scale, zero_point, dtype: str, axis, rng) -> np.ndarray:
@@ -206,7 +206,7 @@ def test_quantize_matches_onnxruntime_bit_for_bit(dtype, layout, opset):
         assert np.sum(ratio - np.floor(ratio) == 0.5) > 10  # the data really holds exact ties
     q = affine.quantize(x, scale, zero_point, dtype, axis=axis)
     expected = ort_quantize(x, scale, zero_point, dtype, axis, opset)
-    assert q.dtype == expected.dtype == affine.storage_dtype(dtype)
+    assert q.dtype == expected.dtype == affine._storage_dtype(dtype)
     assert np.array_equal(q, expected)
     qmin, qmax = affine.qrange(dtype)
     assert q.min() == qmin and q.max() == qmax  # saturation was exercised
@@ -218,7 +218,7 @@ def test_dequantize_matches_onnxruntime_bit_for_bit(dtype, layout, opset):
     shape, axis = LAYOUTS[layout]
     scale, zero_point = random_parameters(dtype, shape, axis, rng)
     qmin, qmax = affine.qrange(dtype)
-    q = rng.integers(qmin, qmax + 1, shape).astype(affine.storage_dtype(dtype))
+    q = rng.integers(qmin, qmax + 1, shape).astype(affine._storage_dtype(dtype))
     q.reshape(-1)[:2] = qmin, qmax
 
     x_hat = affine.dequantize(q, scale, zero_point, axis=axis)
@@ -280,7 +280,7 @@ def test_scale_zero_point_matches_compute_scale_zp(dtype, symmetric, reduce_rang
         )
         scale, zero_point = affine.scale_zero_point(rmin, rmax, dtype, symmetric, reduce_range)
         assert scale.dtype == np.float32 and scale == scale_ort, (rmin, rmax)
-        assert zero_point.dtype == affine.storage_dtype(dtype) and int(zero_point) == int(zp_ort), (
+        assert zero_point.dtype == affine._storage_dtype(dtype) and int(zero_point) == int(zp_ort), (
             rmin,
             rmax,
         )
@@ -339,23 +339,23 @@ def test_clipped_means_onnxruntime_saturates_the_code(dtype, scale, zero_point):
     """Half a step past an end level a value still rounds to it (a rounding error, not clipped);
     only further out does QuantizeLinear's saturation change the code, and the error exceed s/2."""
     lo, hi = affine.representable_range(scale, zero_point, dtype)
-    low, high = affine.clipping_range(scale, zero_point, dtype)
+    low, high = affine._clipping_range(scale, zero_point, dtype)
     assert low == pytest.approx(lo - scale / 2) and high == pytest.approx(hi + scale / 2)
     x = np.linspace(low - 3 * scale, high + 3 * scale, 100_001, dtype=np.float32)
     x = x[(np.abs(x - low) > 1e-4 * scale) & (np.abs(x - high) > 1e-4 * scale)]  # no ties on the ends
-    q = ort_quantize(x, scale, np.asarray(zero_point, affine.storage_dtype(dtype)), dtype, None, 13)
+    q = ort_quantize(x, scale, np.asarray(zero_point, affine._storage_dtype(dtype)), dtype, None, 13)
     before_saturation = np.rint(x / np.float32(scale)) + zero_point
     qmin, qmax = affine.qrange(dtype)
-    clipped = affine.clipped_mask(x, scale, zero_point, dtype)
+    clipped = affine._clipped_mask(x, scale, zero_point, dtype)
     assert np.array_equal(clipped, (before_saturation < qmin) | (before_saturation > qmax))
     assert np.array_equal(q[clipped], np.where(x[clipped] > 0, qmax, qmin))
     error = np.abs(affine.dequantize(q, scale, zero_point) - x)
     assert error[~clipped].max() <= scale / 2 * (1 + 1e-4) < error[clipped].min()
     # other integers than dtype's, and one range per channel
-    assert affine.clipping_range(scale, zero_point, codes=(-4, 3)) == pytest.approx(
+    assert affine._clipping_range(scale, zero_point, codes=(-4, 3)) == pytest.approx(
         ((-4 - zero_point - 0.5) * scale, (3 - zero_point + 0.5) * scale)
     )
-    per_channel = affine.clipped_mask(
+    per_channel = affine._clipped_mask(
         np.float32([[high + scale], [high]]), [scale, 2 * scale], [zero_point] * 2, dtype, axis=0
     )
     assert per_channel.ravel().tolist() == [True, False]
@@ -380,7 +380,7 @@ def test_each_bit_adds_about_six_db():
 def test_blockwise_matches_onnxruntime(dtype, symmetric, axis):
     w = np.random.default_rng(5).standard_normal((12, 20)).astype(np.float32)
     block_size = 8  # 20 is not a multiple: the last block along axis 1 is short
-    scale, zero_point = affine.block_scale_zero_point(w, block_size, dtype, symmetric, axis)
+    scale, zero_point = affine._block_scale_zero_point(w, block_size, dtype, symmetric, axis)
     zp_ort, scale_ort = quant_utils.compute_scale_zp_blocked(w, ONNX_TYPE[dtype], axis, block_size, symmetric)
     assert np.array_equal(zero_point, zp_ort)
     if symmetric:
@@ -399,7 +399,7 @@ def test_blockwise_matches_onnxruntime(dtype, symmetric, axis):
             zp_c, scale_c = quant_utils.compute_scale_zp(block.min(), block.max(), qmin, qmax, symmetric)
             assert scale[index] == scale_c and zero_point[index] == zp_c, index
 
-    w_hat, n_params = affine.quantize_blockwise(w, block_size, dtype, symmetric, axis)
+    w_hat, n_params = affine._quantize_blockwise(w, block_size, dtype, symmetric, axis)
     nodes = [
         helper.make_node(
             "QuantizeLinear", ["x", "scale", "zero_point"], ["q"], axis=axis, block_size=block_size
@@ -427,7 +427,7 @@ def test_granularity_trades_error_for_metadata():
     assert per_channel.sqnr_db > per_tensor.sqnr_db + 6  # worth more than one extra bit
     assert block.mse < per_channel.mse
     # one block per row is per-channel quantization
-    w_hat, n = affine.quantize_blockwise(w, 256, axis=1)
+    w_hat, n = affine._quantize_blockwise(w, 256, axis=1)
     scale, zero_point = affine.scale_zero_point(w.min(axis=1), w.max(axis=1), "int8", symmetric=True)
     assert n == 32 and np.array_equal(w_hat, affine.fake_quantize(w, scale, zero_point, "int8", axis=0))
 
@@ -578,7 +578,7 @@ def test_other_mistakes_are_explained():
     with pytest.raises(ValueError, match="integer array.*quantize"):
         affine.dequantize(np.ones(2), 0.1, 0)
     with pytest.raises(ValueError, match="block_size must be a positive integer"):
-        affine.quantize_blockwise(x, 0)
+        affine._quantize_blockwise(x, 0)
 
 
 def test_vpmaddubsw_saturates_full_range_weights_and_not_reduced_ones():

@@ -74,7 +74,7 @@ def test_the_mha_fast_path_is_put_back_after_the_block_also_after_an_exception()
 def _comparison(baseline, candidate, baseline_s, candidate_s, speedup, low, high):
     """A LatencyComparison from given timings (seconds) and a given ratio and interval."""
     latency = {
-        name: measure.latency_from_samples(samples, model=name, batch_size=8, threads=2, warmup=1)
+        name: measure.latency._latency_from_samples(samples, model=name, batch_size=8, threads=2, warmup=1)
         for name, samples in ((baseline, baseline_s), (candidate, candidate_s))
     }
     return measure.LatencyComparison(baseline, candidate, latency, speedup, low, high, confidence=0.9)

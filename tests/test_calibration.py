@@ -18,8 +18,8 @@ from course_lib.calibration import (
     CalibrationError,
     DatasetReader,
     InputSpec,
-    check_samples,
-    input_spec,
+    _check_samples,
+    _input_spec,
 )
 from course_lib.inputs import InputError, check_array
 
@@ -444,26 +444,26 @@ def test_bad_samples_argument(models):
 # The spec and the check on their own (what ArrayReader is built from)
 # --------------------------------------------------------------------------------------------
 def test_input_spec_reads_name_dtype_and_symbolic_dims(models):
-    conv = input_spec(models.conv)
+    conv = _input_spec(models.conv)
     assert conv == InputSpec("input", np.dtype(np.float32), ("N", 1, 4, 4))
     assert conv.sample_shape == (1, 4, 4) and conv.fixed_batch is None
     assert conv.describe() == "(N, 1, 4, 4), i.e. samples of shape (1, 4, 4)"
-    assert input_spec(models.seq) == InputSpec("ids", np.dtype(np.int64), ("N", "T"))
-    assert input_spec(models.fixed).fixed_batch == 1
-    assert input_spec(str(models.two), "b").name == "b"
-    error(["has 2 inputs ('a', 'b')"], input_spec, models.two)
+    assert _input_spec(models.seq) == InputSpec("ids", np.dtype(np.int64), ("N", "T"))
+    assert _input_spec(models.fixed).fixed_batch == 1
+    assert _input_spec(str(models.two), "b").name == "b"
+    error(["has 2 inputs ('a', 'b')"], _input_spec, models.two)
     assert ArrayReader(images(2), models.conv).spec == conv
 
 
 def test_check_samples_returns_a_read_only_copy(models):
-    spec = input_spec(models.conv)
+    spec = _input_spec(models.conv)
     x = images(3)
-    checked = check_samples(x, spec)
+    checked = _check_samples(x, spec)
     np.testing.assert_array_equal(checked, x)
     assert checked is not x and not checked.flags.writeable
     with pytest.raises(ValueError, match="read-only"):
         checked[0, 0, 0, 0] = 1.0
-    seqs = check_samples([np.arange(n, dtype=np.int64) for n in (3, 5)], input_spec(models.seq))
+    seqs = _check_samples([np.arange(n, dtype=np.int64) for n in (3, 5)], _input_spec(models.seq))
     assert [s.shape for s in seqs] == [(3,), (5,)] and not any(s.flags.writeable for s in seqs)
 
 

@@ -86,7 +86,7 @@ def test_preprocessing_constants_equal_numpys_float64_mean_and_std():
     rng = np.random.default_rng(3)
     images = rng.integers(0, 256, size=(12_345, 28, 28), dtype=np.uint8)
     x = images.astype(np.float64) / 255.0
-    fitted = data.fit_preprocessing(images)
+    fitted = data._fit_preprocessing(images)
     assert (fitted.mean, fitted.std) == (round(float(x.mean()), 6), round(float(x.std()), 6))
 
 
@@ -117,12 +117,12 @@ def test_preprocessing_round_trips_through_a_dict():
 
 
 def test_splits_are_fixed_disjoint_and_sized():
-    idx = data.split_indices()
+    idx = data._split_indices()
     assert len(idx["train"]) == 59500 and len(idx["validation"]) == 500 and len(idx["calibration"]) == 1000
     assert not set(idx["train"]) & set(idx["validation"])
     assert set(idx["calibration"]) <= set(idx["train"])
-    data.split_indices.cache_clear()
-    again = data.split_indices()
+    data._split_indices.cache_clear()
+    again = data._split_indices()
     for k in idx:
         assert np.array_equal(idx[k], again[k])
     images, labels = data.load_split("test")
@@ -132,17 +132,17 @@ def test_splits_are_fixed_disjoint_and_sized():
 
 
 def test_a_caller_cannot_corrupt_the_cached_splits():
-    idx = data.split_indices()
+    idx = data._split_indices()
     first = idx["validation"][:5].copy()
     with pytest.raises(ValueError, match="read-only"):
         idx["validation"][0] = -1
     with pytest.raises(TypeError):
         idx["validation"] = np.arange(5)
-    again = data.split_indices()
+    again = data._split_indices()
     assert again is idx and np.array_equal(again["validation"][:5], first)
     mine = idx["train"].copy()  # a copy is the caller's own to edit
     mine[0] = -1
-    assert data.split_indices()["train"][0] != -1
+    assert data._split_indices()["train"][0] != -1
     images, _ = data.load_split("validation")
     assert len(images) == len(idx["validation"])  # load_split still indexes with the read-only arrays
 

@@ -82,7 +82,7 @@ def test_percentile_range_clips_the_expected_fraction(percentile):
 
 
 def test_clipped_means_more_than_half_a_step_beyond_the_end_levels():
-    # affine.clipping_range's meaning, on 3-bit codes too: a min/max range never clips its own
+    # affine._clipping_range's meaning, on 3-bit codes too: a min/max range never clips its own
     # extremes, although rounding the zero point can leave one just past the last level
     x = explorers.sample_values("normal", n=20_000)
     for bits, signed in ((8, True), (3, True), (5, False)):
@@ -113,11 +113,11 @@ def test_range_by_hand_and_its_mistakes():
     assert st.error.percent_clipped == pytest.approx(100 * np.mean(np.abs(x) > 1.0), abs=0.3)
     assert np.all(st.x_hat[st.clipped] == np.where(x[st.clipped] > 0, st.hi, st.lo))
     with pytest.raises(ValueError, match="low <= high"):
-        explorers.choose_range(x, "by hand", low=2.0, high=1.0)
+        explorers.quantization_error._choose_range(x, "by hand", low=2.0, high=1.0)
     with pytest.raises(ValueError, match="percentile must be"):
-        explorers.choose_range(x, "percentile", percentile=30)
+        explorers.quantization_error._choose_range(x, "percentile", percentile=30)
     with pytest.raises(ValueError, match="method must be one of"):
-        explorers.choose_range(x, "entropy")
+        explorers.quantization_error._choose_range(x, "entropy")
 
 
 def test_error_study_matches_affine_directly():
@@ -132,16 +132,16 @@ def test_error_study_matches_affine_directly():
 def test_error_curve_is_bounded_inside_and_ramps_outside():
     x = explorers.sample_values("normal", n=20_000)
     st = explorers.error_study(x, 4, method="percentile", percentile=99)
-    grid, err = explorers.error_curve(st)
+    grid, err = explorers.quantization_error._error_curve(st)
     inside = (grid >= st.lo) & (grid <= st.hi)
     assert np.abs(err[inside]).max() <= st.scale / 2 * (1 + 1e-5)
     assert np.abs(err[~inside]).max() > st.scale  # clipping error outgrows the rounding bound
 
 
 def test_thin_levels():
-    shown, every = explorers.thin_levels(np.arange(256), max_lines=64)
+    shown, every = explorers.quantization_error._thin_levels(np.arange(256), max_lines=64)
     assert every == 4 and len(shown) == 64
-    shown, every = explorers.thin_levels(np.arange(15), max_lines=64)
+    shown, every = explorers.quantization_error._thin_levels(np.arange(15), max_lines=64)
     assert every == 1 and len(shown) == 15
 
 
@@ -154,19 +154,21 @@ def test_clipping_sweep_finds_an_interior_optimum_at_low_bits():
 
 
 def test_bit_widths_from_two_to_eight():
-    assert explorers.integer_range(3, signed=True) == (-4, 3)
-    assert explorers.integer_range(2, signed=False) == (0, 3)
-    assert explorers.integer_range(5, signed=True, narrow=True) == (-15, 15)
+    assert explorers.quantization_error._integer_range(3, signed=True) == (-4, 3)
+    assert explorers.quantization_error._integer_range(2, signed=False) == (0, 3)
+    assert explorers.quantization_error._integer_range(5, signed=True, narrow=True) == (-15, 15)
     for bits, signed, dtype in (
         (8, True, "int8"),
         (8, False, "uint8"),
         (4, True, "int4"),
         (4, False, "uint4"),
     ):
-        assert explorers.integer_range(bits, signed) == affine.qrange(dtype)
+        assert explorers.quantization_error._integer_range(bits, signed) == affine.qrange(dtype)
     with pytest.raises(ValueError, match="from 2 to 8"):
-        explorers.integer_range(9, True)
-    q = explorers.quantize_bits(np.float32([-9.0, -0.5, 0.5, 1.5, 9.0]), 1.0, 0, 3, signed=True)
+        explorers.quantization_error._integer_range(9, True)
+    q = explorers.quantization_error._quantize_bits(
+        np.float32([-9.0, -0.5, 0.5, 1.5, 9.0]), 1.0, 0, 3, signed=True
+    )
     assert q.tolist() == [-4, 0, 0, 2, 3]  # half to even, saturated to -4..3
 
 
@@ -180,7 +182,9 @@ def test_the_general_formula_is_affines_on_onnx_types(dtype, symmetric):
     for rmin, rmax in [(-1.0, 3.0), (0.0, 0.0), (0.2, 5.0), *rng.normal(0, 2, (20, 2)).tolist()]:
         rmin, rmax = min(rmin, rmax), max(rmin, rmax)
         scale, zero_point = affine.scale_zero_point(rmin, rmax, dtype, symmetric, narrow=narrow)
-        ours = explorers.range_scale_zero_point(rmin, rmax, *affine.qrange(dtype, narrow=narrow), symmetric)
+        ours = explorers.quantization_error._range_scale_zero_point(
+            rmin, rmax, *affine.qrange(dtype, narrow=narrow), symmetric
+        )
         assert ours == (float(scale), int(zero_point)), (rmin, rmax)
 
 
@@ -255,7 +259,7 @@ def test_granularity_study_agrees_with_affine(resnet_weights):
     w = resnet_weights["fc.weight"]  # (10, 512)
     per_tensor = affine.scale_zero_point(w.min(), w.max(), "int8", symmetric=True)
     per_channel = affine.scale_zero_point(w.min(axis=1), w.max(axis=1), "int8", symmetric=True)
-    block_hat, block_params = affine.quantize_blockwise(w, 32, "int8", symmetric=True, axis=1)
+    block_hat, block_params = affine._quantize_blockwise(w, 32, "int8", symmetric=True, axis=1)
     for mode, w_hat, n_params in (
         ("per-tensor", affine.fake_quantize(w, *per_tensor, "int8"), 1),
         ("per-channel", affine.fake_quantize(w, *per_channel, "int8", axis=0), 10),
@@ -273,17 +277,19 @@ def test_granularity_study_agrees_with_affine(resnet_weights):
 # ------------------------------------------------------------------ sample browser
 def test_sample_page_pages_through_one_class_and_clamps_the_page():
     of_class = np.flatnonzero(cl.load_split("test")[1] == 3)
-    images, labels, indices, n = explorers.sample_page("test", class_id=3, page=1, per_page=24)
+    images, labels, indices, n = explorers.pages._sample_page("test", class_id=3, page=1, per_page=24)
     assert images.shape == (24, 28, 28) and set(labels) == {3} and n == len(of_class)
     assert np.array_equal(indices, of_class[24:48])
-    images, _, indices, _ = explorers.sample_page("test", class_id=3, page=10**6, per_page=24)
+    images, _, indices, _ = explorers.pages._sample_page("test", class_id=3, page=10**6, per_page=24)
     assert len(images) == (len(of_class) - 1) % 24 + 1 and indices[-1] == of_class[-1]  # the last page
 
 
 # ------------------------------------------------------------------ calibration explorer, subgraph
 def test_describe_ranges_reports_each_methods_clipped_share():
     values = np.concatenate([np.zeros(990), np.full(10, 5.0)]).astype(np.float32)
-    line = explorers.describe_ranges("relu_7", values, {"MinMax": (0.0, 5.0), "Percentile": (0.0, 1.0)})
+    line = explorers.ranges._describe_ranges(
+        "relu_7", values, {"MinMax": (0.0, 5.0), "Percentile": (0.0, 1.0)}
+    )
     assert "<b>relu_7</b>: 1,000 values in [0, 5]" in line
     assert "MinMax [0, 5] clips 0.000%" in line and "Percentile [0, 1] clips 1.000%" in line
 
@@ -316,15 +322,15 @@ def test_calibration_explorer_draws_the_chosen_tensor_and_refuses_unknown_ones()
 def test_disagreement_page_lists_only_disagreements_least_sure_first():
     ref = np.array([[3.0, 0, 0], [1.0, 0.9, 0], [0, 2.0, 0], [0.2, 0.1, 0], [0, 0, 1.0]])
     cand = np.array([[0, 3.0, 0], [0.9, 1.0, 0], [0, 2.0, 0], [0.1, 0.2, 0], [0, 0, 1.0]])
-    shown, n, pages = explorers.disagreement_page(ref, cand, "fp32 margin", 0, per_page=2)
+    shown, n, pages = explorers.pages._disagreement_page(ref, cand, "fp32 margin", 0, per_page=2)
     assert n == 3 and pages == 2
     assert list(shown) == [3, 1]  # rows 3 and 1 are the least sure; row 0 (sure, yet flipped) comes last
-    assert list(explorers.disagreement_page(ref, cand, "fp32 margin", 1, per_page=2)[0]) == [0]
-    assert list(explorers.disagreement_page(ref, cand, "index", 5, per_page=2)[0]) == [
+    assert list(explorers.pages._disagreement_page(ref, cand, "fp32 margin", 1, per_page=2)[0]) == [0]
+    assert list(explorers.pages._disagreement_page(ref, cand, "index", 5, per_page=2)[0]) == [
         3
     ]  # clamped to the last
     with pytest.raises(ValueError, match="order must be one of"):
-        explorers.disagreement_page(ref, cand, "loss")
+        explorers.pages._disagreement_page(ref, cand, "loss")
 
 
 def test_disagreement_browser_switches_variants():

@@ -210,7 +210,8 @@ def test_the_library_imports_and_reports_where_resource_and_fcntl_do_not_exist()
         "import sys, psutil; sys.modules['resource'] = None; sys.modules['fcntl'] = None\n"
         "import course_lib\n"
         "from course_lib import hardware\n"
-        "from course_lib.measure import memory, results\n"
+        "from course_lib.measure import memory\n"
+        "from course_machinery import results\n"
         "print(hardware.cpu_summary()); print(results.environment_fingerprint()['hash'])\n"
         "with results._locked(results.results_path()): pass\n"
     )

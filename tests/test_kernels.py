@@ -181,7 +181,7 @@ def test_dynamic_quantization_reads_uint8_codes_from_dynamicquantizelinear(tmp_p
     fp32, int8 = tmp_path / "fc.onnx", tmp_path / "fc.int8.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(fp32))
     quantize_dynamic(fp32, int8, weight_type=QuantType.QUInt8)
-    file_graph = kernels.read_kernels(onnx.load(str(int8)))  # the file, before the optimizer
+    file_graph = kernels._read_kernels(onnx.load(str(int8)))  # the file, before the optimizer
     assert file_graph.integer == {"MatMulInteger": 1} and file_graph.types == {"U8U8": 1}
     assert file_graph.qdq_left == {"DynamicQuantizeLinear": 1}
 
@@ -207,7 +207,7 @@ def test_types_are_read_from_the_zero_points_of_a_qoperator_node():
         [helper.make_tensor_value_info("y", TensorProto.INT8, [1, 4, 3, 3])],
         inits,
     )
-    k = kernels.read_kernels(helper.make_model(graph))
+    k = kernels._read_kernels(helper.make_model(graph))
     assert k.types == {"S8S8": 1} and k.integer_weight_bytes == 4 * 27 and k.coverage == 1.0
 
 

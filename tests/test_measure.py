@@ -170,7 +170,7 @@ def test_latency_summary_of_samples_known_by_hand():
     # 1 … 11 ms in no order: median 6, p10 2 and p90 10 (numpy's linear interpolation lands on
     # the 2nd and 10th of 11 sorted values), mean 6, min 1; 4 items per run at 6 ms: 666.7 items/s.
     samples_s = [k / 1000 for k in (7, 2, 11, 4, 9, 1, 6, 10, 3, 8, 5)]
-    lat = measure.latency_from_samples(samples_s, model="m", batch_size=4, threads=2, warmup=3)
+    lat = measure.latency._latency_from_samples(samples_s, model="m", batch_size=4, threads=2, warmup=3)
     assert (lat.median_ms, lat.p10_ms, lat.p90_ms) == pytest.approx((6.0, 2.0, 10.0))
     assert (lat.mean_ms, lat.min_ms) == pytest.approx((6.0, 1.0))
     assert lat.throughput == pytest.approx(4 / 0.006)
@@ -179,7 +179,9 @@ def test_latency_summary_of_samples_known_by_hand():
 
 
 def test_one_slow_run_moves_the_mean_but_not_the_median():
-    lat = measure.latency_from_samples([0.001] * 10 + [0.100], model="m", batch_size=1, threads=1, warmup=0)
+    lat = measure.latency._latency_from_samples(
+        [0.001] * 10 + [0.100], model="m", batch_size=1, threads=1, warmup=0
+    )
     assert lat.median_ms == pytest.approx(1.0) and lat.p90_ms == pytest.approx(1.0)
     assert lat.mean_ms == pytest.approx(110 / 11)  # (10 × 1 ms + 100 ms) / 11 runs
 
@@ -590,7 +592,9 @@ def store(tmp_path, monkeypatch):
 
 def test_record_appends_entries_with_the_environment(store, tiny):
     assert results.load_results() == []  # a missing file is an empty store
-    lat = measure.latency_from_samples([0.001, 0.002, 0.003], model="m", batch_size=1, threads=1, warmup=0)
+    lat = measure.latency._latency_from_samples(
+        [0.001, 0.002, 0.003], model="m", batch_size=1, threads=1, warmup=0
+    )
     first = results.record("03", "tiny", "fp32", lat, {"threads": 1}, path=tiny.fp32)
     results.record("04", "tiny", "int8", {"accuracy": np.float32(0.5), "logits": np.zeros(2)})
     entries = json.loads(store.read_text())
@@ -818,12 +822,12 @@ def test_timing_sessions_do_not_spin_unless_asked(tiny, monkeypatch):
 
 
 def test_wilson_interval_stays_inside_zero_and_one_and_is_wide_for_few_rows():
-    low, high = measure.wilson_interval(10_000, 10_000)
+    low, high = measure.parity_check._wilson_interval(10_000, 10_000)
     assert high == 1.0 and low == pytest.approx(10_000 / (10_000 + 1.959964**2), rel=1e-6)
-    low, high = measure.wilson_interval(5, 10)  # half of ten: the classic 0.24-0.76
+    low, high = measure.parity_check._wilson_interval(5, 10)  # half of ten: the classic 0.24-0.76
     assert (round(low, 2), round(high, 2)) == (0.24, 0.76)
     with pytest.raises(ValueError, match="at least one row"):
-        measure.wilson_interval(0, 0)
+        measure.parity_check._wilson_interval(0, 0)
 
 
 def test_paired_difference_counts_only_the_rows_where_the_two_differ():
@@ -832,15 +836,15 @@ def test_paired_difference_counts_only_the_rows_where_the_two_differ():
     a[:30] = True  # 30 rows only a gets right
     b[30:40] = True  # 10 rows only b
     a[40:9000] = b[40:9000] = True  # rows both get right move nothing
-    d = measure.paired_difference(a, b, "agreement")
+    d = measure.parity_check._paired_difference(a, b, "agreement")
     assert d.points == pytest.approx(0.2) and (d.only_a, d.only_b, d.n) == (30, 10, 10_000)
     # paired standard error sqrt(30 + 10 - 20**2 / 10000) / 10000, times 1.96, in points
     assert d.high - d.points == pytest.approx(1.959964 * np.sqrt(39.96) / 100, rel=1e-5)
     assert not d.is_noise and "higher" in str(d)
-    same = measure.paired_difference(a, a)
+    same = measure.parity_check._paired_difference(a, a)
     assert same.points == 0 and same.is_noise and "within the noise" in str(same)
     with pytest.raises(ValueError, match="same rows"):
-        measure.paired_difference(a, b[:10])
+        measure.parity_check._paired_difference(a, b[:10])
 
 
 def test_two_variants_agreement_is_compared_on_the_same_images():

@@ -3,11 +3,11 @@ computes is a plain function that tests call without a browser; its widget only 
 that function and draws what it returns.
 
     explorer (lesson)                   computes in                      widget (in widgets)
-    sample browser (00)                 pages.sample_page                sample_browser
+    sample browser (00)                 pages._sample_page                sample_browser
     quantization error explorer (01)    quantization_error.error_study   quantization_error_explorer
     granularity explorer (01)           granularity.granularity_study    granularity_explorer
-    calibration explorer (03)           ranges.describe_ranges           calibration_explorer
-    disagreement browser (04)           pages.disagreement_page          disagreement_browser
+    calibration explorer (03)           ranges._describe_ranges           calibration_explorer
+    disagreement browser (04)           pages._disagreement_page          disagreement_browser
 
 Every name is available from here: `from course_lib import explorers`, then
 `explorers.granularity_study(w, "per-channel")` or `explorers.granularity_explorer(state_dict)`.
@@ -15,33 +15,23 @@ The rest of course_lib never imports this package; the notebooks do.
 """
 
 from .granularity import GRANULARITIES, GranularityStudy, granularity_study, outlier_ratio, weight_tensors
-from .pages import DISAGREEMENT_ORDERS, disagreement_page, sample_page
+from .pages import DISAGREEMENT_ORDERS
 from .quantization_error import (
     DISTRIBUTIONS,
     RANGE_METHODS,
     ErrorStudy,
-    choose_range,
     clipping_sweep,
-    error_curve,
     error_study,
-    integer_range,
-    quantize_bits,
-    range_scale_zero_point,
     sample_values,
-    thin_levels,
 )
-from .ranges import clipped_shares, describe_ranges
 from .widgets import (
     METHOD_COLORS,
     Predictor,
     calibration_explorer,
     disagreement_browser,
     granularity_explorer,
-    plot_disagreements,
-    plot_error_study,
     plot_granularity,
     plot_ranges,
-    plot_samples,
     quantization_error_explorer,
     sample_browser,
 )
@@ -56,29 +46,16 @@ __all__ = [
     "GranularityStudy",
     "Predictor",
     "calibration_explorer",
-    "choose_range",
-    "clipped_shares",
     "clipping_sweep",
-    "describe_ranges",
     "disagreement_browser",
-    "disagreement_page",
-    "error_curve",
     "error_study",
     "granularity_explorer",
     "granularity_study",
-    "integer_range",
     "outlier_ratio",
-    "plot_disagreements",
-    "plot_error_study",
     "plot_granularity",
     "plot_ranges",
-    "plot_samples",
     "quantization_error_explorer",
-    "quantize_bits",
-    "range_scale_zero_point",
     "sample_browser",
-    "sample_page",
     "sample_values",
-    "thin_levels",
     "weight_tensors",
 ]

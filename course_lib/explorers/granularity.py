@@ -106,10 +106,10 @@ def granularity_study(
         scale, zero_point = affine.scale_zero_point(w2.min(axis=1), w2.max(axis=1), dtype, symmetric)
         w_hat = affine.fake_quantize(w2, scale, zero_point, dtype, axis=0)
     else:
-        scale, zero_point = affine.block_scale_zero_point(w2, block_size, dtype, symmetric, axis=1)
-        w_hat, _ = affine.quantize_blockwise(w2, block_size, dtype, symmetric, axis=1)
+        scale, zero_point = affine._block_scale_zero_point(w2, block_size, dtype, symmetric, axis=1)
+        w_hat, _ = affine._quantize_blockwise(w2, block_size, dtype, symmetric, axis=1)
     n_scales = int(np.asarray(scale).size)
-    n_zero_points = 0 if symmetric and affine.is_signed(dtype) else n_scales
+    n_zero_points = 0 if symmetric and affine._is_signed(dtype) else n_scales
     bits = affine.DTYPES[dtype][0]
     payload = -(-w.size * bits // 8)  # 4-bit values packed two per byte
     noise = (w2.astype(np.float64) - w_hat) ** 2

@@ -1,7 +1,7 @@
 """What the two image browsers show: one page of images at a time.
 
-    sample_page         a page of a Fashion-MNIST split, optionally of one class (lesson 00's sample browser)
-    disagreement_page   a page of the images where two models' answers differ, sorted (lesson 04's
+    _sample_page         a page of a Fashion-MNIST split, optionally of one class (lesson 00's sample browser)
+    _disagreement_page   a page of the images where two models' answers differ, sorted (lesson 04's
                         disagreement browser)
 
 Plain functions; course_lib.explorers.widgets binds controls to them and draws.
@@ -21,7 +21,7 @@ def _clamp_page(page: int, n: int, per_page: int) -> tuple[int, int]:
     return int(np.clip(page, 0, pages - 1)), pages
 
 
-def sample_page(
+def _sample_page(
     split: str = "test", class_id: int | None = None, page: int = 0, per_page: int = 24
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """One page of a split's images, optionally of one class: (images, labels, indices, n_matching)."""
@@ -35,7 +35,7 @@ def sample_page(
 DISAGREEMENT_ORDERS = ("fp32 margin", "int8 margin", "index")
 
 
-def disagreement_page(
+def _disagreement_page(
     reference_logits: ArrayLike,
     candidate_logits: ArrayLike,
     order: str = "fp32 margin",

@@ -2,10 +2,10 @@
 
 Read in this order:
 
-    the tensor      sample_values (a distribution with outliers), choose_range (min/max, percentile, by hand)
-    the grid        integer_range, range_scale_zero_point, quantize_bits (any bit width from 2 to 8)
+    the tensor      sample_values (a distribution with outliers), _choose_range (min/max, percentile, by hand)
+    the grid        _integer_range, _range_scale_zero_point, _quantize_bits (any bit width from 2 to 8)
     the study       error_study -> ErrorStudy (scale, zero point, levels, clipped values, error)
-    for the plots   error_curve, thin_levels
+    for the plots   _error_curve, _thin_levels
     the trade-off   clipping_sweep (MSE against the clipping percentile)
 
 Plain functions over course_lib.affine; course_lib.explorers.widgets binds controls to them and draws.
@@ -64,7 +64,7 @@ def sample_values(
     return x
 
 
-def choose_range(
+def _choose_range(
     x: ArrayLike,
     method: str = "min/max",
     percentile: float = 99.9,
@@ -96,7 +96,7 @@ def choose_range(
 # buys. Those use the same formulas on their own range of codes, held in int8/uint8 arrays.
 
 
-def integer_range(bits: int, signed: bool, narrow: bool = False) -> tuple[int, int]:
+def _integer_range(bits: int, signed: bool, narrow: bool = False) -> tuple[int, int]:
     """The codes (qmin, qmax) of a `bits`-bit integer: (8, signed) -> (-128, 127), (3, unsigned) -> (0, 7).
 
     narrow drops the most negative code of a signed type, as affine.qrange does (int8 -> (-127, 127)).
@@ -109,7 +109,7 @@ def integer_range(bits: int, signed: bool, narrow: bool = False) -> tuple[int, i
     return (qmin + 1 if narrow else qmin), qmax
 
 
-def range_scale_zero_point(
+def _range_scale_zero_point(
     rmin: float, rmax: float, qmin: int, qmax: int, symmetric: bool
 ) -> tuple[float, int]:
     """affine.scale_zero_point's formulas for any codes [qmin, qmax]: widen the range to include 0
@@ -125,11 +125,11 @@ def range_scale_zero_point(
     return float(np.float32(scale)), int(zero_point)
 
 
-def quantize_bits(x: ArrayLike, scale: float, zero_point: int, bits: int, signed: bool) -> np.ndarray:
+def _quantize_bits(x: ArrayLike, scale: float, zero_point: int, bits: int, signed: bool) -> np.ndarray:
     """affine.quantize onto `bits`-bit codes: quantize into int8/uint8, then saturate to the narrower
     type's full range (clipping twice to nested ranges is clipping once to the inner one)."""
     holder = "int8" if signed else "uint8"
-    return np.clip(affine.quantize(x, scale, zero_point, holder), *integer_range(bits, signed))
+    return np.clip(affine.quantize(x, scale, zero_point, holder), *_integer_range(bits, signed))
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ class ErrorStudy:
     zero_point: int
     lo: float  # the end levels, dequantize(qmin) and dequantize(qmax)
     hi: float
-    clip_low: float  # values beyond these are clipped: the end levels ± half a step (affine.clipping_range)
+    clip_low: float  # values beyond these are clipped: the end levels ± half a step (affine._clipping_range)
     clip_high: float
     levels: np.ndarray  # every value quantize can produce, dequantize(qmin..qmax), reserved code included
     clipped: np.ndarray  # boolean mask over x: outside [clip_low, clip_high]
@@ -185,20 +185,20 @@ def error_study(
     saturates to the full type, so the reserved code stays reachable by values below -m.
     """
     x = np.asarray(x, dtype=np.float32)
-    rmin, rmax = choose_range(x, method, percentile, low, high)
+    rmin, rmax = _choose_range(x, method, percentile, low, high)
     narrow = symmetric and signed
     dtype = f"{'' if signed else 'u'}int{bits}"
     if bits in (4, 8):  # ONNX types: ONNX Runtime's own choice of scale and zero point
         scale, zero_point = affine.scale_zero_point(rmin, rmax, dtype, symmetric=symmetric, narrow=narrow)
         scale, zero_point = float(scale), int(zero_point)
     else:
-        scale, zero_point = range_scale_zero_point(
-            rmin, rmax, *integer_range(bits, signed, narrow), symmetric
+        scale, zero_point = _range_scale_zero_point(
+            rmin, rmax, *_integer_range(bits, signed, narrow), symmetric
         )
-    x_hat = affine.dequantize(quantize_bits(x, scale, zero_point, bits, signed), scale, zero_point)
-    qmin, qmax = integer_range(bits, signed)  # QuantizeLinear saturates to the full range, narrow or not
+    x_hat = affine.dequantize(_quantize_bits(x, scale, zero_point, bits, signed), scale, zero_point)
+    qmin, qmax = _integer_range(bits, signed)  # QuantizeLinear saturates to the full range, narrow or not
     levels = affine.dequantize(np.arange(qmin, qmax + 1), scale, zero_point)
-    clip_low, clip_high = affine.clipping_range(scale, zero_point, codes=(qmin, qmax))
+    clip_low, clip_high = affine._clipping_range(scale, zero_point, codes=(qmin, qmax))
     clipped = (x < clip_low) | (x > clip_high)
     return ErrorStudy(
         x=x,
@@ -222,17 +222,17 @@ def error_study(
     )
 
 
-def error_curve(study: ErrorStudy, n_points: int = 6_000) -> tuple[np.ndarray, np.ndarray]:
+def _error_curve(study: ErrorStudy, n_points: int = 6_000) -> tuple[np.ndarray, np.ndarray]:
     """The quantizer's error x̂ - x on a fine grid over the data's span and the clipping range:
     a sawtooth of height scale/2 inside the range, a straight ramp in the clipped regions."""
     start = min(float(study.x.min()), study.clip_low)
     stop = max(float(study.x.max()), study.clip_high)
     grid = np.linspace(start, stop, n_points, dtype=np.float32)
-    q = quantize_bits(grid, study.scale, study.zero_point, study.bits, study.signed)
+    q = _quantize_bits(grid, study.scale, study.zero_point, study.bits, study.signed)
     return grid, affine.dequantize(q, study.scale, study.zero_point) - grid
 
 
-def thin_levels(levels: ArrayLike, max_lines: int = 64) -> tuple[np.ndarray, int]:
+def _thin_levels(levels: ArrayLike, max_lines: int = 64) -> tuple[np.ndarray, int]:
     """At most `max_lines` of the levels, evenly spaced, for drawing: (levels shown, every k-th shown)."""
     levels = np.asarray(levels)
     every = max(1, -(-len(levels) // max_lines))

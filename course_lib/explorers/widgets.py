@@ -1,11 +1,11 @@
 """The explorers' widgets: each binds ipywidgets controls to the plain, tested functions of its
 sibling modules and draws what they return, as ipywidgets' `interactive` model has it.
 
-    sample_browser                 lesson 00   computes with pages.sample_page
-    quantization_error_explorer    lesson 01   quantization_error.sample_values, error_study, error_curve
+    sample_browser                 lesson 00   computes with pages._sample_page
+    quantization_error_explorer    lesson 01   quantization_error.sample_values, error_study, _error_curve
     granularity_explorer           lesson 01   granularity.weight_tensors, granularity_study
-    calibration_explorer           lesson 03   ranges.clipped_shares, describe_ranges
-    disagreement_browser           lesson 04   pages.disagreement_page
+    calibration_explorer           lesson 03   ranges._clipped_shares, _describe_ranges
+    disagreement_browser           lesson 04   pages._disagreement_page
 
 Each shows and returns its box (controls, a status line, the plot output); the CSS class on a box
 is what the browser test finds it by. ipywidgets and matplotlib are imported only when a widget is made.
@@ -19,16 +19,16 @@ import numpy as np
 
 from .. import data
 from .granularity import GRANULARITIES, granularity_study, weight_tensors
-from .pages import DISAGREEMENT_ORDERS, disagreement_page, sample_page
+from .pages import DISAGREEMENT_ORDERS, _disagreement_page, _sample_page
 from .quantization_error import (
     DISTRIBUTIONS,
     RANGE_METHODS,
-    error_curve,
+    _error_curve,
+    _thin_levels,
     error_study,
     sample_values,
-    thin_levels,
 )
-from .ranges import clipped_shares, describe_ranges
+from .ranges import _clipped_shares, _describe_ranges
 
 Predictor = Callable[[np.ndarray], np.ndarray]  # uint8 images (N, 28, 28) -> predicted class ids
 
@@ -48,7 +48,7 @@ def _panel(rows: list, status, out, css_class: str = ""):
     return box
 
 
-def plot_samples(images, labels, indices, predictions=None, columns: int = 8, title: str = ""):
+def _plot_samples(images, labels, indices, predictions=None, columns: int = 8, title: str = ""):
     """A grid of images titled with their label (and prediction, red when wrong)."""
     import matplotlib.pyplot as plt
 
@@ -91,12 +91,12 @@ def sample_browser(predict: Predictor | None = None, per_page: int = 24):
     status = widgets.HTML()
 
     def update_page_range(*_):
-        _, _, _, n = sample_page(split.value, None if cls.value < 0 else cls.value, 0, per_page)
+        _, _, _, n = _sample_page(split.value, None if cls.value < 0 else cls.value, 0, per_page)
         page.max = max(0, -(-n // per_page) - 1)
 
     def draw(split_name: str, class_id: int, page_no: int):
         class_id = None if class_id < 0 else class_id
-        images, labels, indices, n = sample_page(split_name, class_id, page_no, per_page)
+        images, labels, indices, n = _sample_page(split_name, class_id, page_no, per_page)
         preds = predict(images) if predict is not None else None
         what = "all classes" if class_id is None else data.CLASS_NAMES[class_id]
         line = f"{split_name}: {what}, images {page_no * per_page + 1}–{page_no * per_page + len(images)} of {n:,}"
@@ -104,7 +104,7 @@ def sample_browser(predict: Predictor | None = None, per_page: int = 24):
             wrong = int((preds != labels).sum())
             line += f"; model wrong on {wrong} of {len(images)} shown (red titles)"
         status.value = f"<b>{line}</b>"
-        plot_samples(images, labels, indices, preds)  # the status line above says what is shown
+        _plot_samples(images, labels, indices, preds)  # the status line above says what is shown
         plt.show()
 
     split.observe(update_page_range, "value")
@@ -119,17 +119,17 @@ def sample_browser(predict: Predictor | None = None, per_page: int = 24):
 # ---------------------------------------------------------------------------------------------------
 
 
-def plot_error_study(study, title: str = ""):
+def _plot_error_study(study, title: str = ""):
     """Histogram of the tensor with the grid's levels and the clipped regions, above the quantizer's error."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6), sharex=True, height_ratios=[3, 2])
-    grid, err = error_curve(study)
+    grid, err = _error_curve(study)
     left, right = float(grid[0]), float(grid[-1])
     pad = 0.02 * (right - left)
     top.hist(study.x, bins=200, range=(left, right), color="steelblue", log=True)
-    shown, every = thin_levels(study.levels)
+    shown, every = _thin_levels(study.levels)
     label = "representable levels" + (f" (every {every}th shown)" if every > 1 else "")
     for k, level in enumerate(shown):
         top.axvline(level, color="darkorange", lw=0.6, alpha=0.7, label=label if k == 0 else None)
@@ -192,7 +192,7 @@ def quantization_error_explorer(
             return
         status.value = f"<b>{study.describe()}</b>"
         what = weights_name if distribution == "ResNet weights" else distribution
-        plot_error_study(
+        _plot_error_study(
             study, title=f"{what}: {x.size:,} values, {outliers} outliers on a {study.dtype} grid"
         )
         plt.show()
@@ -281,7 +281,7 @@ def plot_ranges(name: str, values: np.ndarray, ranges: dict[str, tuple[float, fl
     import matplotlib.pyplot as plt
 
     v = np.asarray(values).ravel()
-    shares = clipped_shares(v, ranges)
+    shares = _clipped_shares(v, ranges)
     fig, ax = plt.subplots(figsize=(9, 3.4))
     ax.hist(v, bins=200, color="0.55", log=log)
     for k, (method, (low, high)) in enumerate(ranges.items()):
@@ -325,7 +325,7 @@ def calibration_explorer(
 
     def draw(name, chosen, log_scale):
         shown = {m: r for m, r in ranges[name].items() if m in chosen}
-        status.value = describe_ranges(name, values[name], shown)
+        status.value = _describe_ranges(name, values[name], shown)
         plot_ranges(name, values[name], shown, log=log_scale)
         plt.show()
 
@@ -333,7 +333,7 @@ def calibration_explorer(
     return _panel([[pick, methods, log]], status, out, "calibration-explorer")
 
 
-def plot_disagreements(images, labels, indices, reference_logits, candidate_logits, columns: int = 6):
+def _plot_disagreements(images, labels, indices, reference_logits, candidate_logits, columns: int = 6):
     """Each image with its label, fp32's answer and int8's, and how sure each was (margin)."""
     import matplotlib.pyplot as plt
 
@@ -377,7 +377,7 @@ def disagreement_browser(images, labels, reference_logits, candidates: dict, per
 
     def draw(name, sort_by, page_no):
         cand = candidates[name]
-        shown, n, pages = disagreement_page(reference_logits, cand, sort_by, page_no, per_page)
+        shown, n, pages = _disagreement_page(reference_logits, cand, sort_by, page_no, per_page)
         page.max = pages - 1
         wrong = int(np.sum(np.asarray(cand).argmax(1)[shown] != np.asarray(labels)[shown]))
         status.value = (
@@ -386,7 +386,7 @@ def disagreement_browser(images, labels, reference_logits, candidates: dict, per
             f"int8 wrong on {wrong} of the {len(shown)} shown"
         )
         if len(shown):
-            plot_disagreements(images, labels, shown, reference_logits, cand)
+            _plot_disagreements(images, labels, shown, reference_logits, cand)
             plt.show()
 
     out = widgets.interactive_output(draw, {"name": variant, "sort_by": order, "page_no": page})

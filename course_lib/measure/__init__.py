@@ -35,7 +35,6 @@ from .latency import (
     bootstrap_ratio_interval,
     compare_in_turn,
     compare_latency,
-    latency_from_samples,
     measure_latency,
 )
 from .load import OtherLoad, other_load
@@ -47,10 +46,8 @@ from .parity_check import (
     Verdict,
     acceptance,
     margin,
-    paired_difference,
     parity,
     softmax,
-    wilson_interval,
 )
 from .sessions import Feed, MakeInputs, logits, make_session, physical_cores
 from .tables import markdown_table
@@ -77,7 +74,6 @@ __all__ = [
     "bootstrap_ratio_interval",
     "compare_in_turn",
     "compare_latency",
-    "latency_from_samples",
     "logits",
     "make_session",
     "margin",
@@ -85,7 +81,6 @@ __all__ = [
     "other_load",
     "measure_latency",
     "model_facts",
-    "paired_difference",
     "parity",
     "peak_memory",
     "peak_memory_of",
@@ -93,5 +88,4 @@ __all__ = [
     "softmax",
     "tensor_bytes",
     "weight_work",
-    "wilson_interval",
 ]

@@ -3,7 +3,7 @@
     measure_latency           median / p10 / p90 over timed runs of one session, at fixed threads
     compare_latency           two models timed alternately, in blocks, with a paired interval of
                               the ratio of their medians (`LatencyComparison`)
-    latency_from_samples      the summary of timed runs, given in seconds
+    _latency_from_samples      the summary of timed runs, given in seconds
     bootstrap_ratio_interval  how far the ratio of medians could move, by a paired bootstrap
     TorchRunner               a PyTorch module behind the session methods timing uses
 
@@ -25,7 +25,7 @@ import numpy as np
 import onnxruntime as ort
 
 from ..units import format_ratio
-from .sessions import Feed, MakeInputs, check_feed, feed_for, make_session, physical_cores
+from .sessions import Feed, MakeInputs, _check_feed, _feed_for, make_session, physical_cores
 
 
 @dataclass
@@ -49,7 +49,7 @@ class Latency:
         return asdict(self)
 
 
-def latency_from_samples(
+def _latency_from_samples(
     samples_s: Sequence[float], *, model: str, batch_size: int, threads: int, warmup: int
 ) -> Latency:
     """Summarise timed runs (in seconds): the median is the headline, p10-p90 the spread."""
@@ -208,11 +208,11 @@ def measure_latency(
     )
     results = []
     for size in sizes:
-        feed = feed_for(inputs, size)
-        batch = check_feed(session, feed)
+        feed = _feed_for(inputs, size)
+        batch = _check_feed(session, feed)
         samples = _time_runs(session, feed, warmup, runs)
         results.append(
-            latency_from_samples(samples, model=label, batch_size=batch, threads=n_threads, warmup=warmup)
+            _latency_from_samples(samples, model=label, batch_size=batch, threads=n_threads, warmup=warmup)
         )
     return results if isinstance(batch_sizes, Sequence) else results[0]
 
@@ -355,8 +355,8 @@ def _time_in_turn(
         raise ValueError(f"block must be a whole number >= 1 (timed runs per turn); got {block!r}.")
     names = list(models)
     opened = {name: _open(m, threads, spinning) for name, m in models.items()}
-    feed = feed_for(inputs, 1 if batch_size is None else batch_size)
-    batch = {name: check_feed(session, feed) for name, (session, _, _) in opened.items()}[names[0]]
+    feed = _feed_for(inputs, 1 if batch_size is None else batch_size)
+    batch = {name: _check_feed(session, feed) for name, (session, _, _) in opened.items()}[names[0]]
     samples: dict[str, list[float]] = {name: [] for name in names}
     with _gc_paused():
         for _ in range(warmup):  # the first runs allocate buffers and pick kernels: not timed
@@ -368,7 +368,7 @@ def _time_in_turn(
                 session.run(None, feed)  # switch-over: the other model's threads may still spin
                 samples[name] += _timed(session, feed, min(block, runs - len(samples[name])))
     latency = {
-        name: latency_from_samples(
+        name: _latency_from_samples(
             samples[name], model=name, batch_size=batch, threads=opened[name][1], warmup=warmup
         )
         for name in names

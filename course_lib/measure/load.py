@@ -44,7 +44,7 @@ def _own_seconds(times) -> float:
     return times.user + times.system
 
 
-def other_load_between(
+def _other_load_between(
     machine_before, machine_after, own_before, own_after, seconds: float, cpus: int
 ) -> OtherLoad:
     """The share other processes used, from two readings of the machine's and this process's CPU
@@ -74,7 +74,7 @@ def other_load() -> Iterator[OtherLoad]:
         yield result
     finally:
         seconds = time.perf_counter() - start
-        measured = other_load_between(
+        measured = _other_load_between(
             machine_before, psutil.cpu_times(), own_before, me.cpu_times(), seconds, cpus
         )
         result.share, result.seconds = measured.share, measured.seconds

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .sessions import Feed, MakeInputs, feed_for, physical_cores
+from .sessions import Feed, MakeInputs, _feed_for, physical_cores
 
 # Runs in a fresh interpreter: only numpy and onnxruntime are imported, so the baseline is small
 # and nothing the notebook allocated earlier counts. Prints one JSON line. Nothing here imports
@@ -145,7 +145,7 @@ def peak_memory(
     if not path.is_file():
         raise FileNotFoundError(f"peak_memory expects an ONNX file; found nothing at {path}. Check the path.")
     threads = physical_cores() if threads is None else threads
-    feed = feed_for(make_inputs, batch_size)
+    feed = _feed_for(make_inputs, batch_size)
     with tempfile.TemporaryDirectory(prefix="peak-memory-") as tmp:
         npz = Path(tmp) / "inputs.npz"
         np.savez(npz, **feed)

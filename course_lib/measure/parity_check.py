@@ -3,7 +3,7 @@ whether the candidate is accepted.
 
     parity       drift, top-1 agreement and, with labels, who is right (`Parity`), with intervals
     Difference   two paired rates on the same inputs (two variants' agreement or accuracy): signal or noise
-    wilson_interval   an interval for a rate such as agreement, right even near 100 %
+    _wilson_interval   an interval for a rate such as agreement, right even near 100 %
     acceptance   the acceptance rule applied to a parity (`Verdict`); `Verdict.target` weighs an accepted
                  model against a deployment target: accuracy, agreement, size and speed (`Target`)
     softmax, margin   probabilities, and the gap between the two most probable classes
@@ -29,7 +29,7 @@ def _z(confidence: float) -> float:
     return statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
-def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+def _wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """An interval for a rate (successes / n), as fractions: Wilson's score interval.
 
     Unlike the textbook p ± z·sqrt(p(1-p)/n) it stays inside [0, 1] and does not shrink to nothing
@@ -73,7 +73,7 @@ class Difference:
         )
 
 
-def paired_difference(a: Any, b: Any, what: str = "rate", confidence: float = 0.95) -> Difference:
+def _paired_difference(a: Any, b: Any, what: str = "rate", confidence: float = 0.95) -> Difference:
     """Rate of `a` minus rate of `b`, two boolean arrays over the same rows (e.g. agrees with fp32)."""
     a, b = np.asarray(a, dtype=bool).reshape(-1), np.asarray(b, dtype=bool).reshape(-1)
     if a.shape != b.shape or a.size == 0:
@@ -129,14 +129,14 @@ class Parity:
 
     def agreement_interval(self, confidence: float = 0.95) -> tuple[float, float]:
         """Wilson interval for the agreement, as fractions: what n rows can say about it."""
-        return wilson_interval(self.n - self.disagreements, self.n, confidence)
+        return _wilson_interval(self.n - self.disagreements, self.n, confidence)
 
     def accuracy_interval(self, which: str = "candidate", confidence: float = 0.95) -> tuple[float, float]:
         """Wilson interval for the candidate's (or the reference's) accuracy, as fractions."""
         accuracy = self.candidate_accuracy if which == "candidate" else self.reference_accuracy
         if accuracy is None:
             raise ValueError("accuracy_interval needs labels: pass labels to measure.parity(...).")
-        return wilson_interval(round(accuracy * self.labelled), self.labelled, confidence)
+        return _wilson_interval(round(accuracy * self.labelled), self.labelled, confidence)
 
     def accuracy_text(self, which: str = "candidate", confidence: float = 0.95) -> str:
         """'91.53 % (91.0–92.1)': an accuracy with its interval, for a table cell."""
@@ -161,7 +161,7 @@ class Parity:
                 + (" with labels" if what == "accuracy" else "")
                 + "."
             )
-        return paired_difference(mine, theirs, what, confidence)
+        return _paired_difference(mine, theirs, what, confidence)
 
     def accuracy_change_interval(self, confidence: float = 0.95) -> tuple[float, float]:
         """An interval for candidate minus reference accuracy, in points, on these labelled rows.

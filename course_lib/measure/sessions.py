@@ -80,7 +80,7 @@ def make_session(
     return ort.InferenceSession(source, sess_options=options, providers=["CPUExecutionProvider"])
 
 
-def check_feed(session: Any, feed: Feed) -> int:
+def _check_feed(session: Any, feed: Feed) -> int:
     """Check the feed's names against the session's inputs; return its batch size (dim 0)."""
     expected = sorted(i.name for i in session.get_inputs())
     if not isinstance(feed, Mapping) or sorted(feed) != expected:
@@ -95,7 +95,7 @@ def check_feed(session: Any, feed: Feed) -> int:
     return int(first.shape[0]) if first.ndim else 1
 
 
-def feed_for(inputs: Feed | MakeInputs, batch_size: int) -> Feed:
+def _feed_for(inputs: Feed | MakeInputs, batch_size: int) -> Feed:
     """The feed itself, or the one `make_inputs(batch_size)` makes."""
     return inputs(batch_size) if callable(inputs) else inputs
 
@@ -153,7 +153,7 @@ def _rows_feed(session: Any, x: np.ndarray | Mapping[str, np.ndarray], model: st
                 "feed them. Pass a feed dict {name: array} with one array per input."
             )
         x = {inputs[0].name: x}
-    check_feed(session, x)
+    _check_feed(session, x)
     feed = {name: np.asarray(array) for name, array in x.items()}
     for declared in inputs:
         spec = InputSpec.of_session_input(declared)
