@@ -62,7 +62,7 @@ from .models.store import (
     training_seed,
     write_meta,
 )
-from .models.training import device_description, progress_bar, seed_everything, torch_threads
+from .models.training import device_description, progress_bar, seed_everything, stop_bar_here, torch_threads
 
 NAME = NANOGPT  # the name its cache and results are filed under
 INPUT_NAME = "tokens"
@@ -327,6 +327,7 @@ def train(
             elapsed = time.perf_counter() - start
             if elapsed >= recipe.max_seconds:
                 stopped_by = "time"
+                stop_bar_here(bar)
                 break
             done = max(step / recipe.max_steps, elapsed / recipe.max_seconds)
             for group in opt.param_groups:

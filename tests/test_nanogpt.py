@@ -121,6 +121,25 @@ def test_training_stops_at_the_time_budget_and_says_so():
     assert "stopped by the time budget" in log[-1]
 
 
+def test_a_bar_stopped_by_the_time_budget_ends_finished_not_red():
+    """In a notebook, tqdm draws a bar closed short of its total in red ('danger'): a training run
+    stopped by its time budget (lesson 07 on a slow CPU) would look failed. It ends at 100 % of the
+    steps it ran instead."""
+    from tqdm.notebook import tqdm
+
+    from course_machinery.models.training import stop_bar_here
+
+    for stop in (False, True):
+        bar = tqdm(total=2000)
+        bar.update(513)
+        if stop:
+            stop_bar_here(bar)
+        bar.close()
+        progress = bar.container.children[1]
+        ended = (progress.value, progress.max, progress.bar_style)
+        assert ended == ((513, 513, "success") if stop else (513, 2000, "danger")), ended
+
+
 # ---------------------------------------------------------------------------------- ONNX
 def test_export_matches_pytorch_with_a_dynamic_batch(tiny_trained, tmp_path):
     model, _ = tiny_trained

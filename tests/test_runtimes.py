@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from course_lib import measure
-from course_machinery import hardware, runtimes
+from course_machinery import hardware, results, runtimes
 
 
 def _save(graph, path):
@@ -269,7 +269,7 @@ def _run_lesson_05c(tmp_path, monkeypatch):
     monkeypatch.setattr(measure, "physical_cores", lambda: 1)
     shown, recorded = [], []
     monkeypatch.setattr(ipython_display, "display", shown.append)
-    monkeypatch.setattr(measure, "record", lambda **entry: recorded.append(entry))
+    monkeypatch.setattr(results, "record", lambda **entry: recorded.append(entry))
     claims.clear_ledger()
     namespace = {}
     for cell in jupytext.read(ROOT / "notebooks" / "src" / LESSON_05C).cells:

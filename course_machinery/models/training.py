@@ -62,6 +62,16 @@ def progress_bar(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, unit="batch", disable=not enabled, leave=True, dynamic_ncols=True)
 
 
+def stop_bar_here(bar) -> None:
+    """End a bar where training stopped early (a time budget): at 100 % of the steps it ran, since
+    a notebook draws a bar closed short of its total in red, as if something had failed."""
+    bar.total = bar.n
+    widget = getattr(bar, "container", None)  # in a notebook: an ipywidget that keeps its first max
+    if widget is not None:
+        widget.children[1].max = bar.n
+    bar.refresh()
+
+
 def train_moons_mlp(
     recipe: Recipe = MOONS_RECIPE, progress: bool = False, log: Callable[[str], None] = print
 ) -> tuple[nn.Module, dict]:
