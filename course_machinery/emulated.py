@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,13 @@ NOT_REPLAYED = (
     "files only: no PyTorch, no training)"
 )
 IMAGES = 2000  # lesson 05's test images
+_START = time.monotonic()
+
+
+def _say(what: str) -> None:
+    """A line on stderr with the minutes since the replay began: a replay runs for most of an hour."""
+    minutes, seconds = divmod(int(time.monotonic() - _START), 60)
+    print(f"[{minutes:02d}:{seconds:02d}] {what}", file=sys.stderr, flush=True)
 
 
 def stage_dir() -> Path:
@@ -132,6 +140,7 @@ def _lesson05(folder: Path, files: dict[str, str], cpu: str) -> dict[str, Any]:
     figures: dict[str, Any] = {}
 
     # 3. what each graph runs: the optimized graphs ONNX Runtime makes on this CPU
+    _say(f"lesson 05: what each of the {len(paths)} files runs on {cpu}")
     ran = {n: kernels.kernels(p, threads=THREADS, folder=work) for n, p in paths.items()}
     s8s8_name = next(n for n in paths if "S8S8" in n)
     s8s8 = onnx.load(str(work / f"{paths[s8s8_name].stem}.optimized.onnx")).graph
@@ -164,7 +173,10 @@ def _lesson05(folder: Path, files: dict[str, str], cpu: str) -> dict[str, Any]:
     # 4. accuracy and size (peak memory needs a fresh process, which qemu-user cannot start)
     x, labels = np.load(folder / "x.npy"), np.load(folder / "labels.npy")
     # fp32 once: under emulation one fp32 pass over the 2,000 images takes about 15 minutes (int8: 1)
-    outputs = {n: measure.logits(p, x, threads=THREADS) for n, p in paths.items()}
+    outputs = {}
+    for n, p in paths.items():
+        _say(f"lesson 05: {n}, {len(x)} images")
+        outputs[n] = measure.logits(p, x, threads=THREADS)
     ref = outputs["fp32"]
     parities = {n: measure.parity(ref, out, labels) for n, out in outputs.items()}
     figures |= book.figure_functions["4"](paths=paths, parities=parities, memory=None, timed=None)
@@ -191,6 +203,7 @@ def _lesson05(folder: Path, files: dict[str, str], cpu: str) -> dict[str, Any]:
         _, saturated, pairs = integers.vpmaddubsw_matmul(affine.quantize(cols, a_scale, a_zero, "uint8"), qw)
         return saturated, pairs
 
+    _say("lesson 05: saturation")
     sat = {(n.name, r): simulate(n, r) for n in plain for r in (False, True)}
     figures |= book.figure_functions["5"](sat=sat, first=plain[0].name, parities=parities)
     return figures
@@ -213,9 +226,11 @@ def _lesson06(folder: Path, files: dict[str, str], output: str, count: int) -> d
         return np.concatenate([session.run([output], batch)[0] for batch in batches])
 
     paths = {name: folder / f for name, f in files.items()}
+    _say(f"lesson 06: fp32 text encoder, {count} batches")
     ref = embed(paths.pop("fp32"))
     quality = {}
     for label, path in paths.items():
+        _say(f"lesson 06: {label}")
         cos = (ref * embed(path)).sum(1)
         quality[label] = {"cos_min": float(cos.min()), "cos_mean": float(cos.mean())}
     fp32_graph = onnx.load(str(folder / files["fp32"])).graph
@@ -263,6 +278,7 @@ def _lesson05c(folder: Path, files: dict[str, str], cpu: str) -> dict[str, Any]:
         core = openvino.Core()
         while pending:
             name, file, settings = pending.pop(0)
+            _say(f"lesson 05c: OpenVINO compiles {name}")
             try:
                 compiled[name] = core.compile_model(
                     str(file), "CPU", {"INFERENCE_NUM_THREADS": THREADS} | settings
@@ -285,6 +301,7 @@ def _lesson05c(folder: Path, files: dict[str, str], cpu: str) -> dict[str, Any]:
         else:
             ref = measure.logits(folder / files["fp32"], x, threads=THREADS)
         for n, c in compiled.items():
+            _say(f"lesson 05c: OpenVINO runs {n}, {len(x)} images")
             runner = runtimes.OpenVINORunner(c, threads=THREADS, name=n)
             try:
                 ov_parity[n] = measure.parity(ref, measure.logits(runner, x, batch=100), labels)
