@@ -66,6 +66,9 @@ def stage_dir() -> Path:
     return Path(__file__).resolve().parents[1] / "data" / "emulated"
 
 
+KEPT = "arm-replays"  # beside the ledger, each CPU's replay that `record` used
+
+
 # --------------------------------------------------------------------------------------------
 # Host: the last run's files and the inputs the lessons fed them
 # --------------------------------------------------------------------------------------------
@@ -114,7 +117,10 @@ def stage(folder: Path | None = None) -> Path:
     np.savez(
         folder / "06" / "batches.npz", **{f"{i}.{k}": v for i, b in enumerate(batches) for k, v in b.items()}
     )
+    from .recording import git_label
+
     manifest = {
+        "commit": git_label(),  # the replays run on these files: a replay carries the commit it replayed
         "05": wanted["05"],
         "06": {"fp32": "text_encoder.fp32.onnx", **wanted["06"]},
         "te_output": te.OUTPUT_NAME,
@@ -348,6 +354,7 @@ def replay(name: str, folder: Path | None = None) -> Path:
 
     found = {
         "cpu": name,
+        "commit": manifest.get("commit"),
         "report": hardware.cpu_report(),
         "facts": claims.cpu_facts(),
         "onnxruntime": ort.__version__,
@@ -413,8 +420,11 @@ def merge(records: dict[str, dict]) -> dict:
     return merged
 
 
-def record(folder: Path | None = None, commit: str | None = None) -> Path:
-    """The ARM reference run, from the three CPUs' replays: every lesson's sentences, checked."""
+def record(folder: Path | None = None, commit: str | None = None, directory: Path | None = None) -> Path:
+    """The ARM reference run, from the three CPUs' replays: every lesson's sentences, checked at this
+    commit, written into `directory` (the ledger's). Each replay used is kept there, in arm-replays/,
+    with the commit it replayed: a replay takes most of an hour under emulation, so a CPU with no
+    replay in `folder` counts with the one kept from an earlier recording."""
     from datetime import datetime
 
     from course_machinery.claims import book_of, lessons_with_claims
@@ -423,17 +433,21 @@ def record(folder: Path | None = None, commit: str | None = None) -> Path:
     from .recording import git_label
 
     folder = Path(folder or stage_dir())
-    runs = {
-        n: json.loads((folder / f"{n}.json").read_text())
-        for n in ARM_CPUS
-        if (folder / f"{n}.json").is_file()
-    }
+    directory = Path(directory or REFERENCE_DIR)
+    kept = directory / KEPT
+    runs = {}
+    for n in ARM_CPUS:  # a replay staged now, else the one kept from an earlier recording
+        found = next((f / f"{n}.json" for f in (folder, kept) if (f / f"{n}.json").is_file()), None)
+        if found is not None:
+            runs[n] = json.loads(found.read_text())
     if not runs:
         raise FileNotFoundError(
-            f"Expected the replays of {', '.join(ARM_CPUS)} in {folder}; found none. Run on each: "
-            f"../shared/tools/arm64 --cpu NAME --pip '{PIP}' course_machinery/emulated.py NAME"
+            f"Expected the replays of {', '.join(ARM_CPUS)} in {folder} (or kept in {kept}); found none. "
+            f"Run on each: ../shared/tools/arm64 --cpu NAME --pip '{PIP}' course_machinery/emulated.py NAME"
         )
     missing = [n for n in ARM_CPUS if n not in runs]
+    label = commit or git_label()
+    replayed_at = {n: r.get("commit") or label for n, r in runs.items()}
     sentences: dict[str, dict[str, dict]] = {}
     for lesson in lessons_with_claims():
         for sentence in book_of(lesson).sentences.values():
@@ -442,7 +456,6 @@ def record(folder: Path | None = None, commit: str | None = None) -> Path:
                 for name, run in runs.items()
             }
             sentences.setdefault(lesson, {})[sentence.name] = merge(records)
-    label = commit or git_label()
     first = next(iter(runs.values()))
     run = ReferenceRun(
         cpu_class=CPU_CLASS,
@@ -452,7 +465,7 @@ def record(folder: Path | None = None, commit: str | None = None) -> Path:
         date=datetime.now(UTC).isoformat(timespec="seconds"),
         source="python -m course_lib emulated stage; ../shared/tools/arm64 --cpu NAME "
         "course_machinery/emulated.py NAME, for "
-        + ", ".join(runs)
+        + ", ".join(f"{n} (replayed at {c})" for n, c in replayed_at.items())
         + "; python -m course_lib emulated record"
         + (f" (not replayed: {', '.join(missing)})" if missing else ""),
         figures={lesson: runs[_figures_cpu(runs)]["figures"].get(lesson, {}) for lesson in REPLAYED},
@@ -462,12 +475,13 @@ def record(folder: Path | None = None, commit: str | None = None) -> Path:
         sentences=sentences,
         sentences_commit=label,
     )
-    target = Path(REFERENCE_DIR) / f"{CPU_CLASS}.json"
+    target = directory / f"{CPU_CLASS}.json"
     target.write_text(json.dumps(run.to_dict(), indent=1, ensure_ascii=False) + "\n")
-    (folder / "cpus.json").write_text(
-        json.dumps({n: {"facts": r["facts"], "report": r["report"]} for n, r in runs.items()}, indent=1)
-        + "\n"
-    )
+    kept.mkdir(parents=True, exist_ok=True)
+    for n, r in runs.items():
+        (kept / f"{n}.json").write_text(
+            json.dumps(r | {"commit": replayed_at[n]}, indent=1, ensure_ascii=False) + "\n"
+        )
     return target
 
 

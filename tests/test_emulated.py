@@ -102,3 +102,39 @@ def test_the_stored_arm_class_is_emulated_untimed_and_contradicts_nothing():
             assert record["verdict"] in ("not timed", "not for this CPU"), sentence.id
     # the ARM story's own sentence was checked there, on every CPU replayed
     assert ledger.verdicts["05.arm-all-integer"]["verdict"] == "held"
+
+
+def _replay(cpu: str, commit: str, figures: dict) -> dict:
+    return {
+        "cpu": cpu,
+        "commit": commit,
+        "facts": ARM,
+        "report": {},
+        "onnxruntime": "1.32.0",
+        "figures": figures,
+    }
+
+
+def test_recording_counts_a_kept_replay_with_its_commit_and_keeps_the_new_one(tmp_path):
+    staged, ledger_dir = tmp_path / "staged", tmp_path / "ledger"
+    kept = ledger_dir / emulated.KEPT
+    staged.mkdir()
+    kept.mkdir(parents=True)
+    (staged / "max.json").write_text(json.dumps(_replay("max", "new5678", {"05": FUSED})))
+    # kept from an earlier recording: the Cortex-A72 (used) and an older max (the staged one wins)
+    (kept / "cortex-a72.json").write_text(json.dumps(_replay("cortex-a72", "old1234", {"05": FUSED})))
+    (kept / "max.json").write_text(json.dumps(_replay("max", "old1234", {"05": FUSED | {"int8_full": 5}})))
+
+    target = emulated.record(staged, commit="rec9999", directory=ledger_dir)
+    run = json.loads(target.read_text())
+    assert run["label"] == "ARM, emulated (Cortex-A72, i8mm): not timed"
+    assert (
+        "cortex-a72 (replayed at old1234)" in run["source"] and "max (replayed at new5678)" in run["source"]
+    )
+    assert "not replayed: neoverse-n1" in run["source"] and run["commit"] == "rec9999"
+    assert run["sentences"]["05"]["arm-all-integer"]["verdict"] == "held"  # not the older max's 5 of 7
+    assert json.loads((kept / "max.json").read_text())["commit"] == "new5678"
+    # a second recording with nothing staged uses what the first kept
+    (staged / "max.json").unlink()
+    again = json.loads(emulated.record(staged, commit="rec9999", directory=ledger_dir).read_text())
+    assert again["sentences"] == run["sentences"]
