@@ -68,9 +68,9 @@ def test_merging_keeps_a_contradiction_on_any_cpu_and_every_cpus_evidence():
 
 def test_recording_names_the_missing_replays_and_how_to_make_them(tmp_path):
     with pytest.raises(
-        FileNotFoundError, match=r"cortex-a72, neoverse-n1, max.*found none.*arm64 --cpu NAME"
+        FileNotFoundError, match=r"cortex-a72, neoverse-n1, max.*kept in .*found none.*arm64 --cpu NAME"
     ):
-        emulated.record(tmp_path)
+        emulated.record(tmp_path / "staged", directory=tmp_path / "ledger")
 
 
 def test_the_class_names_only_the_cpus_it_replayed():
