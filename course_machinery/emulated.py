@@ -56,7 +56,7 @@ _START = time.monotonic()
 
 
 def _say(what: str) -> None:
-    """A line on stderr with the minutes since the replay began: a replay runs for most of an hour."""
+    """A line on stderr with the minutes since the replay began: a replay runs for one to two hours."""
     minutes, seconds = divmod(int(time.monotonic() - _START), 60)
     print(f"[{minutes:02d}:{seconds:02d}] {what}", file=sys.stderr, flush=True)
 
@@ -423,7 +423,7 @@ def merge(records: dict[str, dict]) -> dict:
 def record(folder: Path | None = None, commit: str | None = None, directory: Path | None = None) -> Path:
     """The ARM reference run, from the three CPUs' replays: every lesson's sentences, checked at this
     commit, written into `directory` (the ledger's). Each replay used is kept there, in arm-replays/,
-    with the commit it replayed: a replay takes most of an hour under emulation, so a CPU with no
+    with the commit it replayed: a replay takes one to two hours under emulation, so a CPU with no
     replay in `folder` counts with the one kept from an earlier recording."""
     from datetime import datetime
 
