@@ -55,6 +55,15 @@ IMAGES = 2000  # lesson 05's test images
 _START = time.monotonic()
 
 
+def _write_json(path: Path, content: Any) -> None:
+    """Write `content` as JSON in one step: a stopped replay or recording (a replay takes one to two
+    hours) leaves the old file or the new one, never half of one that the next recording would read."""
+    from course_lib.files import atomic_write
+
+    text = json.dumps(content, indent=1, ensure_ascii=False) + "\n"
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
 def _say(what: str) -> None:
     """A line on stderr with the minutes since the replay began: a replay runs for one to two hours."""
     minutes, seconds = divmod(int(time.monotonic() - _START), 60)
@@ -126,7 +135,7 @@ def stage(folder: Path | None = None) -> Path:
         "te_output": te.OUTPUT_NAME,
         "batches": len(batches),
     }
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    _write_json(folder / "manifest.json", manifest)
     return folder
 
 
@@ -361,7 +370,7 @@ def replay(name: str, folder: Path | None = None) -> Path:
         "figures": _plain(figures),
     }
     target = folder / f"{name}.json"
-    target.write_text(json.dumps(found, indent=1, ensure_ascii=False) + "\n")
+    _write_json(target, found)
     return target
 
 
@@ -437,9 +446,9 @@ def record(folder: Path | None = None, commit: str | None = None, directory: Pat
     kept = directory / KEPT
     runs = {}
     for n in ARM_CPUS:  # a replay staged now, else the one kept from an earlier recording
-        found = next((f / f"{n}.json" for f in (folder, kept) if (f / f"{n}.json").is_file()), None)
-        if found is not None:
-            runs[n] = json.loads(found.read_text())
+        found = [f / f"{n}.json" for f in (folder, kept) if (f / f"{n}.json").is_file()]
+        if found:
+            runs[n] = json.loads(found[0].read_text())
     if not runs:
         raise FileNotFoundError(
             f"Expected the replays of {', '.join(ARM_CPUS)} in {folder} (or kept in {kept}); found none. "
@@ -476,12 +485,9 @@ def record(folder: Path | None = None, commit: str | None = None, directory: Pat
         sentences_commit=label,
     )
     target = directory / f"{CPU_CLASS}.json"
-    target.write_text(json.dumps(run.to_dict(), indent=1, ensure_ascii=False) + "\n")
-    kept.mkdir(parents=True, exist_ok=True)
+    _write_json(target, run.to_dict())
     for n, r in runs.items():
-        (kept / f"{n}.json").write_text(
-            json.dumps(r | {"commit": replayed_at[n]}, indent=1, ensure_ascii=False) + "\n"
-        )
+        _write_json(kept / f"{n}.json", r | {"commit": replayed_at[n]})
     return target
 
 

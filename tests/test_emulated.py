@@ -138,3 +138,27 @@ def test_recording_counts_a_kept_replay_with_its_commit_and_keeps_the_new_one(tm
     (staged / "max.json").unlink()
     again = json.loads(emulated.record(staged, commit="rec9999", directory=ledger_dir).read_text())
     assert again["sentences"] == run["sentences"]
+
+
+def test_a_recording_stopped_while_writing_leaves_the_earlier_ledger_whole(tmp_path, monkeypatch):
+    staged, ledger_dir = tmp_path / "staged", tmp_path / "ledger"
+    staged.mkdir()
+    (staged / "max.json").write_text(json.dumps(_replay("max", "new5678", {"05": FUSED})))
+    target = emulated.record(staged, commit="rec1111", directory=ledger_dir)
+    before = {p.name: p.read_bytes() for p in [target, *(ledger_dir / emulated.KEPT).iterdir()]}
+
+    class Stopped(Exception):
+        pass
+
+    def half_then_stop(self, text, *args, **kwargs):  # the process dies halfway through a write
+        with open(self, "w") as f:
+            f.write(text[: len(text) // 2])
+        raise Stopped
+
+    monkeypatch.setattr(type(target), "write_text", half_then_stop)
+    with pytest.raises(Stopped):
+        emulated.record(staged, commit="rec2222", directory=ledger_dir)
+    monkeypatch.undo()
+    after = {p.name: p.read_bytes() for p in [target, *(ledger_dir / emulated.KEPT).iterdir()]}
+    assert after == before  # no half file left, none in place of the old one
+    assert json.loads(target.read_text())["commit"] == "rec1111"
