@@ -162,3 +162,69 @@ def test_a_recording_stopped_while_writing_leaves_the_earlier_ledger_whole(tmp_p
     after = {p.name: p.read_bytes() for p in [target, *(ledger_dir / emulated.KEPT).iterdir()]}
     assert after == before  # no half file left, none in place of the old one
     assert json.loads(target.read_text())["commit"] == "rec1111"
+
+
+def _classifier(path):
+    """x (N, 3, 8, 8) -> Conv -> GlobalAveragePool -> Flatten -> Gemm -> 10 scores: a tiny real model."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("GlobalAveragePool", ["c"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "g"], ["y"]),
+    ]
+    inits = [
+        numpy_helper.from_array(rng.normal(size=(8, 3, 3, 3)).astype(np.float32), "w"),
+        numpy_helper.from_array(rng.normal(size=(8, 10)).astype(np.float32), "g"),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])
+    model = helper.make_model(
+        helper.make_graph(nodes, "tiny", [x], [y], inits), opset_imports=[helper.make_opsetid("", 17)]
+    )
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
+def _staged_05(folder, rows=300):
+    import numpy as np
+
+    folder.mkdir()
+    _classifier(folder / "tiny.onnx")
+    rng = np.random.default_rng(1)
+    np.save(folder / "x.npy", rng.normal(size=(rows, 3, 8, 8)).astype(np.float32))
+    np.save(folder / "labels.npy", rng.integers(0, 10, rows))
+    return {n: "tiny.onnx" for n in ("fp32", "static U8S8 per-channel", "static S8S8 per-channel")}
+
+
+def test_an_openvino_run_too_slow_under_emulation_is_not_run_and_says_why(tmp_path, monkeypatch):
+    pytest.importorskip("openvino")
+    files = _staged_05(tmp_path / "05")
+    monkeypatch.setattr(emulated, "OPENVINO_MINUTES", 60)  # every run fits: all four are scored
+    ran = emulated._lesson05c(tmp_path / "05", files, "max")
+    assert ran["runs_scored"] == 4 and ran["pinned_drift"] < 1e-4
+    monkeypatch.setattr(emulated, "OPENVINO_MINUTES", 0)  # none fits: each is probed, then left
+    left = emulated._lesson05c(tmp_path / "05", files, "max")
+    reason = left["runs_scored"]["not_measured"]
+    assert "not run, too slow under emulation" in reason
+    assert (
+        all(f"'{run}'" in reason for run in left["openvino_stopped"]) and len(left["openvino_stopped"]) == 4
+    )
+    assert left["default_drift"] == left["runs_scored"]
+
+
+def test_a_replay_reuses_lesson_05s_logits_only_when_every_file_saved_them(tmp_path):
+    import numpy as np
+
+    paths = {"fp32": tmp_path / "a.onnx", "static U8S8 per-channel": tmp_path / "b.onnx"}
+    saved = tmp_path / "logits.max.npz"
+    assert emulated._saved_logits(saved, paths, 5) == {}  # nothing saved
+    np.savez(saved, fp32=np.ones((5, 10)), **{"static U8S8 per-channel": np.zeros((5, 10))})
+    reused = emulated._saved_logits(saved, paths, 5)
+    assert set(reused) == set(paths) and reused["fp32"].sum() == 50
+    assert emulated._saved_logits(saved, paths, 6) == {}  # saved for other images
+    assert emulated._saved_logits(saved, paths | {"dynamic (QUInt8)": tmp_path / "c.onnx"}, 5) == {}
