@@ -308,9 +308,18 @@ def far(ratio: Interval | float) -> bool | None:
     return at_least(ratio, 2.0)
 
 
-def about(x: float, target: float, tolerance: float = 0.2) -> bool:
-    """'about': within `tolerance` (20 %) of `target`, relatively."""
-    return math.isclose(float(x), target, rel_tol=tolerance)
+def about(x: Interval | float, target: float, tolerance: float = 0.2) -> bool | None:
+    """'about': within `tolerance` (20 %) of `target`, relatively. A measured interval is judged by
+    its ends: True when both are within, False when both lie outside on the same side, None when it
+    reaches past the band (a noisy timing whose point is outside cannot contradict 'about')."""
+    if not isinstance(x, Interval):
+        return math.isclose(float(x), target, rel_tol=tolerance)
+    inside = [math.isclose(end, target, rel_tol=tolerance) for end in (x.low, x.high)]
+    if all(inside):
+        return True
+    if not any(inside) and (x.low > target or x.high < target):
+        return False
+    return None
 
 
 def a_quarter(share: float) -> bool:

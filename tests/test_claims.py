@@ -201,6 +201,24 @@ def test_all_of_reads_several_verdicts_as_one(verdicts, expected):
     assert claims.all_of(*verdicts) is expected
 
 
+@pytest.mark.parametrize(
+    "value, low, high, expected",
+    [
+        (1.04, 0.97, 1.10, True),  # the Zen 4 reference run's reduce_range against per_channel
+        (1.32, 0.99, 1.59, None),  # a noisy CI run: its point is outside 20 %, its interval reaches 1.0
+        (1.50, 1.30, 1.70, False),  # wholly above the band
+        (0.60, 0.50, 0.70, False),  # wholly below it
+        (1.00, 0.50, 1.60, None),  # wider than the band on both sides: cannot tell
+    ],
+)
+def test_about_judges_a_measured_interval_by_its_ends(value, low, high, expected):
+    assert claims.about(claims.Interval(value, low, high, "x"), 1.0) is expected
+
+
+def test_about_on_a_plain_number_is_within_twenty_percent():
+    assert claims.about(1.19, 1.0) and not claims.about(1.3, 1.0)
+
+
 def test_the_report_lists_every_sentence_that_did_not_hold_with_its_evidence(
     monkeypatch, private_data_dir, capsys
 ):

@@ -194,7 +194,7 @@ def _(f):
     depends="speed",
 )
 def _(f):
-    return about(f["rr_vs_pc"].value, 1.0)
+    return about(f["rr_vs_pc"], 1.0)
 
 
 @book.sentence(
