@@ -203,7 +203,7 @@ print(
 # reference CPUs, at batch 64, as multiples of fp32's speed:
 #
 # <!-- reference: static INT8 {03.static_speedup_b64:.2f}x, dynamic INT8 {03.dynamic_speedup_b64:.2f}x -->
-# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** static INT8 1.60x, dynamic INT8 0.17x; **Zen 4 (VNNI)** static INT8 1.52x, dynamic INT8 0.13x; **Xeon (AMX)** static INT8 1.38x, dynamic INT8 0.11x (commits a50d543, ae384a0, d8ad69b).
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** static INT8 1.60x, dynamic INT8 0.17x; **Zen 4 (VNNI)** static INT8 1.52x, dynamic INT8 0.13x; **Xeon (AMX)** static INT8 1.37x, dynamic INT8 0.11x (commits 8133365, a50d543, ae384a0).
 # <!-- /reference -->
 #
 # How much INT8 gains depends on the model, the way it is quantized, the batch and the CPU
@@ -345,7 +345,7 @@ for key in ("input_size", "normalization_mean", "normalization_std", "class_name
 # baseline speed, before any quantization; they depend on the CPU:
 #
 # <!-- reference: {images_per_s:,.0f} images/s -->
-# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** 2,211 images/s; **Zen 4 (VNNI)** 2,734 images/s; **Xeon (AMX)** 3,919 images/s (commits a50d543, ae384a0, d8ad69b).
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** 2,211 images/s; **Zen 4 (VNNI)** 2,734 images/s; **Xeon (AMX)** 3,802 images/s (commits 8133365, a50d543, ae384a0).
 # <!-- /reference -->
 
 # %%

@@ -156,7 +156,7 @@ print(
 # The course's reference CPUs:
 #
 # <!-- reference: the MLP ran at {mlp_speedup:.2f}x fp32's speed -->
-# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** the MLP ran at 0.91x fp32's speed; **Zen 4 (VNNI)** the MLP ran at 1.14x fp32's speed; **Xeon (AMX)** the MLP ran at 0.89x fp32's speed (commits a50d543, ae384a0, d8ad69b).
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** the MLP ran at 0.91x fp32's speed; **Zen 4 (VNNI)** the MLP ran at 1.14x fp32's speed; **Xeon (AMX)** the MLP ran at 0.91x fp32's speed (commits 8133365, a50d543, ae384a0).
 # <!-- /reference -->
 #
 # > **Quote** (seed 003, the practical guide "Quantize ONNX Models with ONNX Runtime", see lesson

@@ -272,7 +272,7 @@ display(Markdown(measure.markdown_table([s.row(*columns) for s in scored.values(
 # <!-- reference: U8S8 {u8s8_speedup_b64:.2f}x, U8S8 reduce_range {u8s8_rr_speedup_b64:.2f}x, S8S8
 # {s8s8_speedup_b64:.2f}x fp32's speed; agreement U8S8 {u8s8_agreement:.2f} %, reduce_range
 # {u8s8_rr_agreement:.2f} % -->
-# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** U8S8 1.55x, U8S8 reduce_range 1.60x, S8S8 0.55x fp32's speed; agreement U8S8 98.73 %, reduce_range 99.77 %; **Zen 4 (VNNI)** U8S8 1.39x, U8S8 reduce_range 1.41x, S8S8 0.35x fp32's speed; agreement U8S8 99.76 %, reduce_range 99.67 %; **Xeon (AMX)** U8S8 1.38x, U8S8 reduce_range 1.36x, S8S8 0.30x fp32's speed; agreement U8S8 99.68 %, reduce_range 99.77 % (commits a50d543, ae384a0, d8ad69b).
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** U8S8 1.55x, U8S8 reduce_range 1.60x, S8S8 0.55x fp32's speed; agreement U8S8 98.73 %, reduce_range 99.77 %; **Zen 4 (VNNI)** U8S8 1.39x, U8S8 reduce_range 1.41x, S8S8 0.35x fp32's speed; agreement U8S8 99.76 %, reduce_range 99.67 %; **Xeon (AMX)** U8S8 1.36x, U8S8 reduce_range 1.38x, S8S8 0.29x fp32's speed; agreement U8S8 99.68 %, reduce_range 99.77 % (commits 8133365, a50d543, ae384a0).
 # <!-- /reference -->
 #
 # ### What ONNX Runtime really runs
@@ -372,7 +372,7 @@ def not_normalised(images):
 #
 # <!-- reference: calibrated without normalisation, accuracy {trap_not_normalised_accuracy:.2f} %
 # (production preprocessing {trap_production_accuracy:.2f} %) -->
-# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** calibrated without normalisation, accuracy 38.67 % (production preprocessing 91.70 %); **Zen 4 (VNNI)** calibrated without normalisation, accuracy 44.00 % (production preprocessing 91.49 %); **Xeon (AMX)** calibrated without normalisation, accuracy 37.85 % (production preprocessing 91.53 %) (commits a50d543, ae384a0, d8ad69b).
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** calibrated without normalisation, accuracy 38.67 % (production preprocessing 91.70 %); **Zen 4 (VNNI)** calibrated without normalisation, accuracy 44.00 % (production preprocessing 91.49 %); **Xeon (AMX)** calibrated without normalisation, accuracy 37.85 % (production preprocessing 91.53 %) (commits 8133365, a50d543, ae384a0).
 # <!-- /reference -->
 
 # %%
@@ -445,7 +445,7 @@ cl.verify("03.4", trap=trap, narrow_scored=narrow_scored, narrow_share=narrow_sh
 #
 # <!-- reference: dynamic INT8 {dynamic_speedup_b64:.2f}x fp32's speed at batch 64, static INT8
 # {static_speedup_b64:.2f}x -->
-# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** dynamic INT8 0.17x fp32's speed at batch 64, static INT8 1.60x; **Zen 4 (VNNI)** dynamic INT8 0.13x fp32's speed at batch 64, static INT8 1.52x; **Xeon (AMX)** dynamic INT8 0.11x fp32's speed at batch 64, static INT8 1.38x (commits a50d543, ae384a0, d8ad69b).
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** dynamic INT8 0.17x fp32's speed at batch 64, static INT8 1.60x; **Zen 4 (VNNI)** dynamic INT8 0.13x fp32's speed at batch 64, static INT8 1.52x; **Xeon (AMX)** dynamic INT8 0.11x fp32's speed at batch 64, static INT8 1.37x (commits 8133365, a50d543, ae384a0).
 # <!-- /reference -->
 #
 # Lesson 02b's call (uint8 weights, which ONNX Runtime's CPU `ConvInteger` needs), on the

@@ -269,7 +269,7 @@ cl.verify("05b.2", profiles=profiles, profiled=profiled)
 # instructions give.
 #
 # <!-- reference: 16 tokens {te_16:.2f}x, 256 tokens {te_256:.2f}x -->
-# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** 16 tokens 1.65x, 256 tokens 1.44x; **Zen 4 (VNNI)** 16 tokens 1.70x, 256 tokens 2.00x; **Xeon (AMX)** 16 tokens 2.20x, 256 tokens 1.81x (commits a50d543, ae384a0, d8ad69b).
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** 16 tokens 1.65x, 256 tokens 1.44x; **Zen 4 (VNNI)** 16 tokens 1.70x, 256 tokens 2.00x; **Xeon (AMX)** 16 tokens 1.70x, 256 tokens 1.85x (commits 8133365, a50d543, ae384a0).
 # <!-- /reference -->
 
 # %%

@@ -295,7 +295,7 @@ cl.verify("07.2", fp32=fp32, dynamic=dynamic, ppl=ppl, speed=speed, integer_ms=i
 # runs:
 #
 # <!-- reference: the audit chose {audit_choice} -->
-# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** the audit chose dynamic INT8 per-channel reduce_range; **Zen 4 (VNNI)** the audit chose dynamic INT8 per-channel; **Xeon (AMX)** the audit chose static S8S8 per-channel (commits a50d543, ae384a0, d8ad69b).
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2)** the audit chose dynamic INT8 per-channel reduce_range; **Zen 4 (VNNI)** the audit chose dynamic INT8 per-channel; **Xeon (AMX)** the audit chose static S8S8 per-channel (commits 8133365, a50d543, ae384a0).
 # <!-- /reference -->
 
 # %%
