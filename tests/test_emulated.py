@@ -8,6 +8,7 @@ import pytest
 
 from course_machinery import emulated
 from course_machinery.claims import book_of, lessons_with_claims
+from course_machinery.emulated import I8MM
 from course_machinery.recording import sentence_ledgers
 from course_machinery.reference import REFERENCE_DIR, reference_runs
 
@@ -68,7 +69,8 @@ def test_merging_keeps_a_contradiction_on_any_cpu_and_every_cpus_evidence():
 
 def test_recording_names_the_missing_replays_and_how_to_make_them(tmp_path):
     with pytest.raises(
-        FileNotFoundError, match=r"cortex-a72, neoverse-n1, max.*kept in .*found none.*arm64 --cpu NAME"
+        FileNotFoundError,
+        match=r"cortex-a72, neoverse-n1, max,sve256=on,sme=off.*kept in .*found none.*arm64 --cpu NAME",
     ):
         emulated.record(tmp_path / "staged", directory=tmp_path / "ledger")
 
@@ -120,30 +122,41 @@ def test_recording_counts_a_kept_replay_with_its_commit_and_keeps_the_new_one(tm
     kept = ledger_dir / emulated.KEPT
     staged.mkdir()
     kept.mkdir(parents=True)
-    (staged / "max.json").write_text(json.dumps(_replay("max", "new5678", {"05": FUSED})))
-    # kept from an earlier recording: the Cortex-A72 (used) and an older max (the staged one wins)
+    (staged / f"{I8MM}.json").write_text(json.dumps(_replay(I8MM, "new5678", {"05": FUSED})))
+    # kept from an earlier recording: the Cortex-A72 (used) and an older i8mm replay (the staged one wins)
     (kept / "cortex-a72.json").write_text(json.dumps(_replay("cortex-a72", "old1234", {"05": FUSED})))
-    (kept / "max.json").write_text(json.dumps(_replay("max", "old1234", {"05": FUSED | {"int8_full": 5}})))
+    (kept / f"{I8MM}.json").write_text(json.dumps(_replay(I8MM, "old1234", {"05": FUSED | {"int8_full": 5}})))
 
     target = emulated.record(staged, commit="rec9999", directory=ledger_dir)
     run = json.loads(target.read_text())
-    assert run["label"] == "ARM, emulated (Cortex-A72, i8mm): not timed"
+    assert run["label"] == "ARM, emulated (Cortex-A72, i8mm, no SME): not timed"
     assert (
-        "cortex-a72 (replayed at old1234)" in run["source"] and "max (replayed at new5678)" in run["source"]
+        "cortex-a72 (replayed at old1234)" in run["source"]
+        and f"{I8MM} (replayed at new5678)" in run["source"]
     )
     assert "not replayed: neoverse-n1" in run["source"] and run["commit"] == "rec9999"
-    assert run["sentences"]["05"]["arm-all-integer"]["verdict"] == "held"  # not the older max's 5 of 7
-    assert json.loads((kept / "max.json").read_text())["commit"] == "new5678"
+    assert run["sentences"]["05"]["arm-all-integer"]["verdict"] == "held"  # not the older replay's 5 of 7
+    assert json.loads((kept / f"{I8MM}.json").read_text())["commit"] == "new5678"
     # a second recording with nothing staged uses what the first kept
-    (staged / "max.json").unlink()
+    (staged / f"{I8MM}.json").unlink()
     again = json.loads(emulated.record(staged, commit="rec9999", directory=ledger_dir).read_text())
     assert again["sentences"] == run["sentences"]
+
+
+def test_a_replay_of_plain_max_is_refused_with_the_reason_and_the_cpu_to_use(tmp_path):
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    (staged / f"{I8MM}.json").write_text(json.dumps(_replay(I8MM, "new5678", {"05": FUSED})))
+    (staged / "max.json").write_text(json.dumps(_replay("max", "new5678", {"05": FUSED})))
+    with pytest.raises(ValueError, match=r"found max\.json .*SME.*--cpu max,sve256=on,sme=off"):
+        emulated.record(staged, directory=tmp_path / "ledger")
+    assert not (tmp_path / "ledger").exists()  # nothing written
 
 
 def test_a_recording_stopped_while_writing_leaves_the_earlier_ledger_whole(tmp_path, monkeypatch):
     staged, ledger_dir = tmp_path / "staged", tmp_path / "ledger"
     staged.mkdir()
-    (staged / "max.json").write_text(json.dumps(_replay("max", "new5678", {"05": FUSED})))
+    (staged / f"{I8MM}.json").write_text(json.dumps(_replay(I8MM, "new5678", {"05": FUSED})))
     target = emulated.record(staged, commit="rec1111", directory=ledger_dir)
     before = {p.name: p.read_bytes() for p in [target, *(ledger_dir / emulated.KEPT).iterdir()]}
 
