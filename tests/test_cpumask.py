@@ -24,10 +24,10 @@ from course_machinery import cpuid, cpumask, hardware
 
 UNAVAILABLE = cpumask.supported()
 needs_mask = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"CPUID mask unavailable: {UNAVAILABLE}")
-QEMU = shutil.which("qemu-x86_64")
+QEMU = shutil.which("qemu-x86_64") or shutil.which("qemu-x86_64-static")
 needs_qemu = pytest.mark.skipif(
     QEMU is None,
-    reason="qemu-user is not installed (apt-get install qemu-user, or ../shared/tools/avx2-only)",
+    reason="qemu-user is not installed (apt-get install qemu-user or qemu-user-static, or ../shared/tools/avx2-only)",
 )
 HOST = hardware.parse_cpuid(*cpuid.read())[1] if UNAVAILABLE is None else frozenset()
 VNNI = {"avx512_vnni", "avx_vnni", "amx_int8"}
