@@ -230,6 +230,24 @@ def test_an_openvino_run_too_slow_under_emulation_is_not_run_and_says_why(tmp_pa
     assert left["default_drift"] == left["runs_scored"]
 
 
+def test_openvino_is_scored_against_the_fp32_logits_lesson_05_saved_for_these_images(tmp_path, monkeypatch):
+    import numpy as np
+
+    from course_lib import measure
+
+    pytest.importorskip("openvino")
+    files = _staged_05(tmp_path / "05", rows=200)
+    monkeypatch.setattr(emulated, "OPENVINO_MINUTES", 60)
+    x = np.load(tmp_path / "05" / "x.npy")
+    shifted = measure.logits(tmp_path / "05" / "tiny.onnx", x) + 1.0  # saved logits 1.0 off
+    np.savez(tmp_path / "05" / "logits.max.npz", **{n: shifted for n in files})
+    ran = emulated._lesson05c(tmp_path / "05", files, "max")
+    assert ran["pinned_drift"] == pytest.approx(1.0, abs=1e-3)  # scored against the saved fp32 logits
+    np.savez(tmp_path / "05" / "logits.max.npz", **{n: shifted[:100] for n in files})  # other images
+    again = emulated._lesson05c(tmp_path / "05", files, "max")
+    assert again["pinned_drift"] < 1e-4  # not reused: fp32 computed here
+
+
 def test_a_replay_reuses_lesson_05s_logits_only_when_every_file_saved_them(tmp_path):
     import numpy as np
 
