@@ -37,11 +37,11 @@ import numpy as np
 
 # The ARM CPUs qemu emulates, as ../shared/tools/arm64's --cpu names them (qemu's -cpu), and the
 # learners' machines each stands for.
-I8MM = "max,sve256=on,sme=off"
+I8MM = "max,sve=off,sme=off"
 ARM_CPUS = {
     "cortex-a72": "Cortex-A72, NEON only (Raspberry Pi 4, AWS Graviton 1)",
     "neoverse-n1": "Neoverse N1, dot product (AWS Graviton 2, Ampere Altra; Apple M1 has it too)",
-    I8MM: "qemu max with 256-bit SVE and no SME: i8mm (AWS Graviton 3; Apple M2 and M3 have i8mm without SVE)",
+    I8MM: "qemu max without SVE or SME: dot product and i8mm (Apple M2 and M3; AWS Graviton 3 and 4 add SVE)",
 }
 # Why not qemu's plain `max`: it also has SME, which ONNX Runtime 1.32 uses (KleidiAI) for the dynamic
 # text encoder's DynamicQuantizeMatMul, and under qemu that op's output is wrong there: the worst
@@ -49,6 +49,11 @@ ARM_CPUS = {
 # first 25). With SME off, every DynamicQuantizeMatMul output equals SVE off's to the bit (worst cosine
 # 0.987 on the first 25). No Graviton has SME; Apple M4 has. Whether the fault is qemu's emulation of
 # SME or the kernel's cannot be told under emulation, so no class claims it either way.
+# Why SVE off too: the i8mm kernels ONNX Runtime picks (SMMLA/UMMLA/USDOT) are NEON instructions, which
+# Apple M2 and M3, the Macs learners study on, have without SVE; and under qemu SVE code runs several
+# times slower (the text encoder's longest batch in fp32: 48.7 s without SVE, over 4.5 minutes with it),
+# which had stopped a replay with 256-bit SVE short of lesson 06's end after an hour. The tool's
+# /proc/cpuinfo Features line must then drop the sve* features too (ONNX Runtime reads it: see the README).
 CPU_CLASS = "arm-emulated"
 UNTIMED = "emulated ARM CPU: nothing is timed under emulation"
 THREADS = 2
@@ -434,7 +439,7 @@ def _verdict(sentence, figures: dict | None, facts: dict) -> dict:
 
 def label_for(runs: dict) -> str:
     """The class's label, naming the emulated CPUs whose replays it holds."""
-    names = {"cortex-a72": "Cortex-A72", "neoverse-n1": "Neoverse N1", I8MM: "i8mm, no SME"}
+    names = {"cortex-a72": "Cortex-A72", "neoverse-n1": "Neoverse N1", I8MM: "i8mm without SVE or SME"}
     return f"ARM, emulated ({', '.join(names[n] for n in runs)}): not timed"
 
 
@@ -485,8 +490,9 @@ def record(folder: Path | None = None, commit: str | None = None, directory: Pat
     if strays:
         raise ValueError(
             f"Expected replays of {', '.join(ARM_CPUS)} only; found {', '.join(strays)} in {folder} or {kept}. "
-            "Plain `max` has SME, whose DynamicQuantizeMatMul gives wrong values under qemu (see ARM_CPUS): "
-            f"replay with --cpu {I8MM} instead, or move the file out of the way."
+            f"The i8mm CPU is replayed as --cpu {I8MM} (plain `max` has SME, whose DynamicQuantizeMatMul "
+            "gives wrong values under qemu; with SVE on, lesson 06 runs for hours: see ARM_CPUS): "
+            "replay with it, or move the file out of the way."
         )
     runs = {}
     for n in ARM_CPUS:  # a replay staged now, else the one kept from an earlier recording

@@ -70,7 +70,7 @@ def test_merging_keeps_a_contradiction_on_any_cpu_and_every_cpus_evidence():
 def test_recording_names_the_missing_replays_and_how_to_make_them(tmp_path):
     with pytest.raises(
         FileNotFoundError,
-        match=r"cortex-a72, neoverse-n1, max,sve256=on,sme=off.*kept in .*found none.*arm64 --cpu NAME",
+        match=r"cortex-a72, neoverse-n1, max,sve=off,sme=off.*kept in .*found none.*arm64 --cpu NAME",
     ):
         emulated.record(tmp_path / "staged", directory=tmp_path / "ledger")
 
@@ -129,7 +129,7 @@ def test_recording_counts_a_kept_replay_with_its_commit_and_keeps_the_new_one(tm
 
     target = emulated.record(staged, commit="rec9999", directory=ledger_dir)
     run = json.loads(target.read_text())
-    assert run["label"] == "ARM, emulated (Cortex-A72, i8mm, no SME): not timed"
+    assert run["label"] == "ARM, emulated (Cortex-A72, i8mm without SVE or SME): not timed"
     assert (
         "cortex-a72 (replayed at old1234)" in run["source"]
         and f"{I8MM} (replayed at new5678)" in run["source"]
@@ -148,7 +148,7 @@ def test_a_replay_of_plain_max_is_refused_with_the_reason_and_the_cpu_to_use(tmp
     staged.mkdir()
     (staged / f"{I8MM}.json").write_text(json.dumps(_replay(I8MM, "new5678", {"05": FUSED})))
     (staged / "max.json").write_text(json.dumps(_replay("max", "new5678", {"05": FUSED})))
-    with pytest.raises(ValueError, match=r"found max\.json .*SME.*--cpu max,sve256=on,sme=off"):
+    with pytest.raises(ValueError, match=r"found max\.json .*--cpu max,sve=off,sme=off.*SME"):
         emulated.record(staged, directory=tmp_path / "ledger")
     assert not (tmp_path / "ledger").exists()  # nothing written
 
@@ -259,3 +259,22 @@ def test_a_replay_reuses_lesson_05s_logits_only_when_every_file_saved_them(tmp_p
     assert set(reused) == set(paths) and reused["fp32"].sum() == 50
     assert emulated._saved_logits(saved, paths, 6) == {}  # saved for other images
     assert emulated._saved_logits(saved, paths | {"dynamic (QUInt8)": tmp_path / "c.onnx"}, 5) == {}
+
+
+def test_replay_runs_the_named_cpu_only_and_refuses_plain_max(tmp_path, capsys):
+    from course_machinery import cli
+
+    calls = tmp_path / "calls"
+    tool = tmp_path / "arm64"
+    tool.write_text(f'#!/usr/bin/env bash\necho "$@" >> {calls}\n')
+    tool.chmod(0o755)
+    assert cli.emulated("replay", tool=tool, cpus=["max"]) == 2
+    assert "Expected --cpu to name one of cortex-a72, neoverse-n1, max,sve=off,sme=off; got max" in (
+        capsys.readouterr().err
+    )
+    assert not calls.exists()  # nothing ran
+    assert cli.emulated("replay", tool=tool, cpus=[I8MM]) == 0
+    (line,) = calls.read_text().splitlines()
+    assert line.startswith(f"--cpu {I8MM} --pip ") and line.endswith(f"course_machinery/emulated.py {I8MM}")
+    assert cli.emulated("replay", tool=tool) == 0  # no --cpu: every CPU, in turn
+    assert [x.split()[1] for x in calls.read_text().splitlines()[1:]] == list(emulated.ARM_CPUS)
