@@ -272,7 +272,7 @@ print(f"the float Convs' weights come from: {dict(weights)}; Conv layouts: {layo
 #
 # <!-- reference: {int8_full} of {int8_files} INT8 files with every compute op on an integer kernel;
 # S8S8 per-channel ran {s8s8_qlinear} of {s8s8_convs} convolutions as QLinearConv -->
-# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2), emulated** 5 of 7 INT8 files with every compute op on an integer kernel; S8S8 per-channel ran 9 of 20 convolutions as QLinearConv; **Zen 4 (VNNI)** 5 of 7 INT8 files with every compute op on an integer kernel; S8S8 per-channel ran 9 of 20 convolutions as QLinearConv; **ARM (emulated)** 7 of 7 INT8 files with every compute op on an integer kernel; S8S8 per-channel ran 20 of 20 convolutions as QLinearConv; **Xeon (AMX)** 5 of 7 INT8 files with every compute op on an integer kernel; S8S8 per-channel ran 9 of 20 convolutions as QLinearConv (commits 25f8417, 8133365, 8971e8e+, a50d543).
+# *Reference runs* (the course's stored measurements, not yours): **Zen 3 (AVX2), emulated** 5 of 7 INT8 files with every compute op on an integer kernel; S8S8 per-channel ran 9 of 20 convolutions as QLinearConv; **Zen 4 (VNNI)** 5 of 7 INT8 files with every compute op on an integer kernel; S8S8 per-channel ran 9 of 20 convolutions as QLinearConv; **ARM (emulated)** 7 of 7 INT8 files with every compute op on an integer kernel; S8S8 per-channel ran 20 of 20 convolutions as QLinearConv; **Xeon (AMX)** 5 of 7 INT8 files with every compute op on an integer kernel; S8S8 per-channel ran 9 of 20 convolutions as QLinearConv (commits 25f8417, 8133365, a50d543, b9adbd9).
 # <!-- /reference -->
 #
 # Which file to ship on a Mac or a Graviton? The course's ARM runs are emulated: they check
