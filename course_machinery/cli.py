@@ -451,18 +451,29 @@ def reference(
     into: str | None = None,
     name: str | None = None,
     keep_measured: bool = False,
+    sentence: list[str] | None = None,
 ) -> int:
     """`record`: store the last full run as its CPU class's reference run (figures and claims'
     verdicts) and regenerate the lessons; `ledger --name N`: store only its claims' verdicts, as an
-    extra ledger (weights from another seed, say); `check`: the claims across every stored ledger;
-    `show`: list the stored reference runs, their ledgers and this machine's class."""
+    extra ledger (weights from another seed, say); `rejudge --into CLASS --sentence ID`: judge a
+    changed sentence again from that class's stored figures (recording.rejudge says when that is
+    sound); `check`: the claims across every stored ledger; `show`: list the stored reference runs,
+    their ledgers and this machine's class."""
     from course_machinery.reference import cpu_class, reference_runs
 
     from . import recording as course_reference
 
-    if action in ("record", "ledger"):
+    if action in ("record", "ledger", "rejudge"):
         try:
-            if action == "record":
+            if action == "rejudge":
+                if not into:
+                    print(
+                        "`reference rejudge` needs --into CLASS, e.g. --into amd-epyc-avx-512-vnni",
+                        file=sys.stderr,
+                    )
+                    return 2
+                path = course_reference.rejudge(into, sentence or [], commit=commit)
+            elif action == "record":
                 path = course_reference.record(
                     source=source, commit=commit, into=into, keep_measured=keep_measured
                 )
@@ -477,7 +488,7 @@ def reference(
             print(exc, file=sys.stderr)
             return 1
         print(f"Recorded {path.relative_to(ROOT)}")
-        status = notebooks() if action == "record" else 0
+        status = notebooks() if action in ("record", "rejudge") else 0
         return max(status, _ledger_check())
     if action == "check":
         return _ledger_check()
@@ -676,8 +687,18 @@ def _parser() -> argparse.ArgumentParser:
     rf = sub.add_parser(
         "reference", help="the reference runs: show them, or record this machine's (after `run`)"
     )
-    rf.add_argument("action", nargs="?", choices=("show", "record", "ledger", "check"), default="show")
-    rf.add_argument("--into", default=None, help="record: the stored class a masked run stands in for")
+    rf.add_argument(
+        "action", nargs="?", choices=("show", "record", "ledger", "rejudge", "check"), default="show"
+    )
+    rf.add_argument(
+        "--into", default=None, help="record: the stored class a masked run stands in for; rejudge: the class"
+    )
+    rf.add_argument(
+        "--sentence",
+        action="append",
+        default=None,
+        help="rejudge: a changed sentence to judge again from the class's stored figures, e.g. 02b.rr-about-same-speed",
+    )
     rf.add_argument("--name", default=None, help="ledger: the extra ledger's name, e.g. 'Intel Xeon, seed 2'")
     rf.add_argument(
         "--keep-measured",

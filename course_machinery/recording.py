@@ -22,11 +22,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from course_lib.files import atomic_write
 from course_machinery.reference import REFERENCE_DIR, ReferenceRun, load_figures, reference_runs
 
 from .paths import ROOT
@@ -454,6 +455,73 @@ def record(
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{run.cpu_class}.json"
     path.write_text(json.dumps(run.to_dict(), indent=1, ensure_ascii=False) + "\n")
+    return path
+
+
+def rejudge(
+    into: str, ids: list[str], directory: Path | None = None, commit: str | None = None, root: Path = ROOT
+) -> Path:
+    """Judge again, by its current rule, each named sentence whose rule changed since class `into`
+    was recorded, from the figures that class's own run stored: for a class no machine at hand can
+    run again (the Zen 4), when a rule changed how it judges a figure but not the figure.
+
+    Only for a sentence whose figures are computed as they were at the class's run (check the
+    figure function's history first: a fingerprint covers the rule, not the figures), and only on a
+    class measured natively: a masked run's speed figures are another CPU's, an emulated class is
+    recorded with `python -m course_lib emulated record`. The verdict's evidence says when and from
+    which run's figures it was judged."""
+    from course_machinery.claims import MissingFigure, book_of, lessons_with_claims
+
+    directory = Path(directory or (root / "course_machinery" / "reference_runs"))
+    path = directory / f"{into}.json"
+    if not path.is_file():
+        known = ", ".join(p.stem for p in sorted(directory.glob("*.json"))) or "none"
+        raise ReferenceRunError(
+            f"Expected a stored class named --into; found no {path.name} (stored: {known})."
+        )
+    run = next(r for r in reference_runs(directory) if r.cpu_class == into)
+    if run.claims_source != "this run":
+        raise ReferenceRunError(
+            f"Expected a class measured natively; {run.label}'s verdicts come from '{run.claims_source}'. "
+            "Record it again instead (`reference record`, or `emulated record` for ARM)."
+        )
+    if not ids:
+        raise ReferenceRunError("Name each sentence to judge again, e.g. --sentence 02b.rr-about-same-speed.")
+    commit = commit or git_label(root)
+    sentences = {s.id: s for lesson in lessons_with_claims() for s in book_of(lesson).sentences.values()}
+    judged = {lesson: dict(records) for lesson, records in run.sentences.items()}
+    for sid in ids:
+        sentence = sentences.get(sid)
+        if sentence is None:
+            raise ReferenceRunError(f"Expected a sentence id like 02b.rr-about-same-speed; found no {sid!r}.")
+        stored = run.sentences.get(sentence.lesson, {}).get(sentence.name, {})
+        if stored.get("fingerprint") == sentence.fingerprint:
+            raise ReferenceRunError(
+                f"{sid} has not changed since {run.label} was recorded: its stored verdict stands."
+            )
+        raw = run.figures.get(sentence.lesson, {})
+        figures = {
+            k: v["value"] if isinstance(v, dict) and "commit" in v and "low" not in v else v
+            for k, v in raw.items()
+        }
+        facts = figures.get("cpu_facts")
+        if not isinstance(facts, dict):
+            raise ReferenceRunError(f"{run.label} stored no cpu_facts for lesson {sentence.lesson}.")
+        try:
+            claim = sentence.check(figures, facts)
+        except MissingFigure as missing:
+            raise ReferenceRunError(
+                f"{run.label}'s run stored no figure {missing} for {sid}: record the class again."
+            ) from None
+        (record,) = sentences_of({sentence.lesson: [claim.to_record()]})[sentence.lesson].values()
+        record["evidence"] = (
+            f"{record.get('evidence', '')} (judged again at {commit} "
+            f"from the figures of the run at {run.commit})"
+        ).strip()
+        judged.setdefault(sentence.lesson, {})[sentence.name] = record
+    updated = replace(run, sentences=judged)
+    text = json.dumps(updated.to_dict(), indent=1, ensure_ascii=False) + "\n"
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     return path
 
 
