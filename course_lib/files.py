@@ -61,6 +61,13 @@ def sha256_file(
     return hashlib.file_digest(source, "sha256").hexdigest()
 
 
+def _umask() -> int:
+    """The process's umask (os.umask sets it, so it is set back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     """Write via a temporary file in the same directory, fsync, then rename over `path`.
 
@@ -74,6 +81,9 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     tmp_path = Path(tmp)
     try:
         write(tmp_path)
+        # mkstemp makes the file private (0600); give it the mode a plain open() would, so that a
+        # data directory shared in a workshop stays readable by the others
+        os.chmod(tmp_path, path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask())
         with open(tmp_path, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp_path, path)

@@ -454,7 +454,8 @@ def record(
         )
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{run.cpu_class}.json"
-    path.write_text(json.dumps(run.to_dict(), indent=1, ensure_ascii=False) + "\n")
+    text = json.dumps(run.to_dict(), indent=1, ensure_ascii=False) + "\n"
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     return path
 
 

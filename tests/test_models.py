@@ -99,6 +99,18 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["file.bin"]  # no temporary left behind
 
 
+@pytest.mark.skipif(os.name == "nt", reason="Windows keeps no POSIX modes")
+def test_atomic_write_gives_a_new_file_the_mode_a_plain_write_would_and_keeps_an_old_ones(tmp_path):
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")  # what open() gives under this umask
+    new = tmp_path / "new.txt"
+    files.atomic_write(new, lambda tmp: tmp.write_text("y"))
+    assert new.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777 != 0o600
+    plain.chmod(0o640)  # a file's own mode survives being written again
+    files.atomic_write(plain, lambda tmp: tmp.write_text("z"))
+    assert plain.stat().st_mode & 0o777 == 0o640 and plain.read_text() == "z"
+
+
 def test_onnx_file_that_changed_is_exported_again(cached_mlp):
     path = models.get("moons_mlp", log=Log()).onnx
     first = files.sha256_file(path)
