@@ -383,8 +383,8 @@ def test_an_order_block_ranks_the_classes_by_its_first_figure():
         blocks.render_source("# <!-- reference-order: no figure -->\n# <!-- /reference -->\n", "05", [AMX])
 
 
-ZEN4 = "amd-epyc-avx-512-vnni"
-RR = "02b.rr-about-same-speed"
+ZEN4_SLUG = "amd-epyc-avx-512-vnni"
+RR_ID = "02b.rr-about-same-speed"
 
 
 def _stored_class(tmp_path, slug, *, rr=None, stale=True):
@@ -408,39 +408,39 @@ def _stored_class(tmp_path, slug, *, rr=None, stale=True):
     [((1.04, 0.97, 1.10), "held"), ((1.32, 0.99, 1.59), "unsettled"), ((1.4, 1.3, 1.5), "contradicted")],
 )
 def test_a_changed_sentence_is_judged_again_from_the_classs_stored_figures(tmp_path, rr, verdict):
-    folder = _stored_class(tmp_path, ZEN4, rr=rr)
+    folder = _stored_class(tmp_path, ZEN4_SLUG, rr=rr)
     (before,) = blocks.sentence_ledgers(reference.reference_runs(folder))
-    assert RR in before.stale
-    blocks.rejudge(ZEN4, [RR], directory=folder, commit="test0001")
+    assert RR_ID in before.stale
+    blocks.rejudge(ZEN4_SLUG, [RR_ID], directory=folder, commit="test0001")
     (after,) = blocks.sentence_ledgers(reference.reference_runs(folder))
-    assert RR not in after.stale and after.verdicts[RR]["verdict"] == verdict
-    evidence = after.verdicts[RR]["evidence"]
+    assert RR_ID not in after.stale and after.verdicts[RR_ID]["verdict"] == verdict
+    evidence = after.verdicts[RR_ID]["evidence"]
     assert (
         evidence.startswith(f"{rr[0]:.2f}x")
         and "judged again at test0001 from the figures of the run at" in evidence
     )
     # nothing else moved
-    assert {k: v for k, v in after.verdicts.items() if k != RR} == before.verdicts
+    assert {k: v for k, v in after.verdicts.items() if k != RR_ID} == before.verdicts
 
 
 def test_judging_again_refuses_what_it_cannot_do_soundly(tmp_path):
-    folder = _stored_class(tmp_path, ZEN4, stale=False)
+    folder = _stored_class(tmp_path, ZEN4_SLUG, stale=False)
     with pytest.raises(blocks.ReferenceRunError, match="has not changed since .* its stored verdict stands"):
-        blocks.rejudge(ZEN4, [RR], directory=folder, commit="t")
+        blocks.rejudge(ZEN4_SLUG, [RR_ID], directory=folder, commit="t")
     with pytest.raises(blocks.ReferenceRunError, match="found no '02b.no-such-sentence'"):
-        blocks.rejudge(ZEN4, ["02b.no-such-sentence"], directory=folder, commit="t")
+        blocks.rejudge(ZEN4_SLUG, ["02b.no-such-sentence"], directory=folder, commit="t")
     with pytest.raises(
         blocks.ReferenceRunError, match="found no amd-epyc-zen9.json .*stored: amd-epyc-avx-512-vnni"
     ):
-        blocks.rejudge("amd-epyc-zen9", [RR], directory=folder, commit="t")
-    raw = json.loads((folder / f"{ZEN4}.json").read_text())
+        blocks.rejudge("amd-epyc-zen9", [RR_ID], directory=folder, commit="t")
+    raw = json.loads((folder / f"{ZEN4_SLUG}.json").read_text())
     raw["sentences"]["02b"]["rr-about-same-speed"]["fingerprint"] = "stale0000000"
     del raw["figures"]["02b"]["rr_vs_pc"]
-    (folder / f"{ZEN4}.json").write_text(json.dumps(raw))
+    (folder / f"{ZEN4_SLUG}.json").write_text(json.dumps(raw))
     with pytest.raises(
         blocks.ReferenceRunError, match="stored no figure 'rr_vs_pc' for 02b.rr-about-same-speed"
     ):
-        blocks.rejudge(ZEN4, [RR], directory=folder, commit="t")
+        blocks.rejudge(ZEN4_SLUG, [RR_ID], directory=folder, commit="t")
     masked = _stored_class(tmp_path, "amd-epyc-avx2-only")  # its verdicts come from a masked run
     with pytest.raises(blocks.ReferenceRunError, match="Expected a class measured natively.*masked"):
-        blocks.rejudge("amd-epyc-avx2-only", [RR], directory=masked, commit="t")
+        blocks.rejudge("amd-epyc-avx2-only", [RR_ID], directory=masked, commit="t")
